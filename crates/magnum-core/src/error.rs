@@ -1,0 +1,118 @@
+//! Domain errors. Messages follow upstream Magnum's exception texts, because clients show them;
+//! the API layer alone decides the HTTP status and wire shape (see `ErrorKind`).
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The broad class of an error, which the API maps to a status code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// 400
+    Invalid,
+    /// 403
+    Forbidden,
+    /// 404
+    NotFound,
+    /// 409
+    Conflict,
+    /// 503: a dependency (database, broker, Keystone) cannot be reached.
+    Unavailable,
+    /// 500
+    Internal,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{message}")]
+    InvalidParameterValue { message: String },
+    #[error("Expected an uuid or int but received {identity}.")]
+    InvalidIdentity { identity: String },
+    #[error("The sort_key value \"{key}\" is an invalid field for sorting")]
+    InvalidSortKey { key: String },
+    #[error("ClusterTemplate {template} is referenced by one or multiple clusters.")]
+    ClusterTemplateReferenced { template: String },
+
+    #[error("Cluster {cluster} could not be found.")]
+    ClusterNotFound { cluster: String },
+    #[error("ClusterTemplate {template} could not be found.")]
+    ClusterTemplateNotFound { template: String },
+    #[error("Nodegroup {nodegroup} could not be found.")]
+    NodeGroupNotFound { nodegroup: String },
+    #[error("A key pair {x509keypair} could not be found.")]
+    X509KeyPairNotFound { x509keypair: String },
+    #[error("A magnum service {magnum_service_id} could not be found.")]
+    MagnumServiceNotFound { magnum_service_id: String },
+    #[error("Quota could not be found: {msg}")]
+    QuotaNotFound { msg: String },
+    #[error("Federation {federation} could not be found.")]
+    FederationNotFound { federation: String },
+
+    #[error("A cluster with UUID {uuid} already exists.")]
+    ClusterAlreadyExists { uuid: String },
+    #[error("A ClusterTemplate with UUID {uuid} already exists.")]
+    ClusterTemplateAlreadyExists { uuid: String },
+    #[error("A node group with name {name} already exists in the cluster {cluster_id}.")]
+    NodeGroupAlreadyExists { name: String, cluster_id: String },
+    #[error("A key pair with UUID {uuid} already exists.")]
+    X509KeyPairAlreadyExists { uuid: String },
+    #[error("A magnum service with ID {id} already exists.")]
+    MagnumServiceAlreadyExists { id: String },
+    #[error("Quota for project {project_id} already exists for resource {resource}.")]
+    QuotaAlreadyExists { project_id: String, resource: String },
+    #[error("A federation with UUID {uuid} already exists.")]
+    FederationAlreadyExists { uuid: String },
+    /// Ambiguous names and other 409s with a free-text message.
+    #[error("{message}")]
+    Conflict { message: String },
+    /// Someone else changed the row between our read and our write; the write was not applied.
+    #[error("{resource} {id} was modified concurrently ({fields}); reload it and try again.")]
+    StaleWrite {
+        resource: &'static str,
+        id: String,
+        fields: String,
+    },
+
+    #[error("Database unavailable: {0}")]
+    DatabaseUnavailable(String),
+    #[error("Database error: {0}")]
+    Database(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl Error {
+    pub fn kind(&self) -> ErrorKind {
+        use Error::*;
+        match self {
+            InvalidParameterValue { .. }
+            | InvalidIdentity { .. }
+            | InvalidSortKey { .. }
+            | ClusterTemplateReferenced { .. } => ErrorKind::Invalid,
+            ClusterNotFound { .. }
+            | ClusterTemplateNotFound { .. }
+            | NodeGroupNotFound { .. }
+            | X509KeyPairNotFound { .. }
+            | MagnumServiceNotFound { .. }
+            | QuotaNotFound { .. }
+            | FederationNotFound { .. } => ErrorKind::NotFound,
+            ClusterAlreadyExists { .. }
+            | ClusterTemplateAlreadyExists { .. }
+            | NodeGroupAlreadyExists { .. }
+            | X509KeyPairAlreadyExists { .. }
+            | MagnumServiceAlreadyExists { .. }
+            | QuotaAlreadyExists { .. }
+            | FederationAlreadyExists { .. }
+            | Conflict { .. }
+            | StaleWrite { .. } => ErrorKind::Conflict,
+            DatabaseUnavailable(_) => ErrorKind::Unavailable,
+            Database(_) | Internal(_) => ErrorKind::Internal,
+        }
+    }
+
+    pub fn multiple(resource_plural: &str, id_word: &str) -> Self {
+        Error::Conflict {
+            message: format!(
+                "Multiple {resource_plural} exist with same name. Please use the {id_word} uuid instead."
+            ),
+        }
+    }
+}

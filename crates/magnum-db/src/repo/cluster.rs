@@ -1,0 +1,177 @@
+//! The `cluster` table: create, lookups under the tenant filter, filtered keyset lists,
+//! guarded saves, delete and the stats counts.
+
+use magnum_core::ids::Identity;
+use magnum_core::{Error, RequestContext, Result};
+use sea_orm::sea_query::{Expr, ExprTrait, Func, Query};
+use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbBackend, EntityTrait, QueryFilter, Statement};
+
+use super::{Missing, Page, count, delete_where, ensure_uuid, fetch_all, fetch_by_name, fetch_one, json_default, now, paginate, save, tenant_condition};
+use crate::Database;
+use crate::entity::{cluster, nodegroup};
+use crate::errors::map_db_err;
+
+pub use cluster::Model as Cluster;
+
+/// Upstream's cluster list filters (every one optional; all given ones must match).
+#[derive(Clone, Debug, Default)]
+pub struct ClusterFilters {
+    pub cluster_template_id: Option<String>,
+    pub name: Option<String>,
+    pub stack_id: Option<String>,
+    pub api_address: Option<String>,
+    pub project_id: Option<String>,
+    pub user_id: Option<String>,
+    pub status: Option<Vec<String>>,
+    /// Sum of node_count over the cluster's non-master nodegroups.
+    pub node_count: Option<i64>,
+    /// Sum of node_count over the cluster's master nodegroups.
+    pub master_count: Option<i64>,
+}
+
+/// Clusters and nodes, as `GET /v1/stats` reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClusterStats {
+    pub clusters: u64,
+    pub nodes: i64,
+}
+
+pub struct ClusterRepo<'a> {
+    db: &'a Database,
+}
+
+impl Database {
+    pub fn clusters(&self) -> ClusterRepo<'_> {
+        ClusterRepo { db: self }
+    }
+}
+
+fn not_found(ident: &str) -> Missing {
+    Missing::new(|cluster| Error::ClusterNotFound { cluster }, ident)
+}
+
+impl ClusterRepo<'_> {
+    /// Insert a cluster, filling upstream's ORM defaults for what the caller left empty:
+    /// uuid, created_at, `{}` for JSON dicts, floating_ip_enabled=true, master_lb_enabled=false.
+    pub async fn create(&self, mut c: Cluster) -> Result<Cluster> {
+        let uuid = ensure_uuid(&mut c.uuid);
+        c.created_at = Some(now());
+        c.updated_at = None;
+        json_default(&mut c.labels, "{}");
+        json_default(&mut c.health_status_reason, "{}");
+        c.floating_ip_enabled.get_or_insert(true);
+        c.master_lb_enabled.get_or_insert(false);
+        super::insert::<cluster::Entity, _>(self.db, c, || Error::ClusterAlreadyExists { uuid }).await
+    }
+
+    fn scoped(ctx: &RequestContext) -> sea_orm::Select<cluster::Entity> {
+        cluster::Entity::find().filter(tenant_condition(ctx, cluster::Column::ProjectId, Some(cluster::Column::UserId)))
+    }
+
+    pub async fn get_by_id(&self, ctx: &RequestContext, id: i32) -> Result<Cluster> {
+        let q = Self::scoped(ctx).filter(cluster::Column::Id.eq(id));
+        fetch_one(self.db.conn(), q, || not_found(&id.to_string()).err()).await
+    }
+
+    pub async fn get_by_uuid(&self, ctx: &RequestContext, uuid: &str) -> Result<Cluster> {
+        let q = Self::scoped(ctx).filter(cluster::Column::Uuid.eq(uuid));
+        fetch_one(self.db.conn(), q, || not_found(uuid).err()).await
+    }
+
+    pub async fn get_by_name(&self, ctx: &RequestContext, name: &str) -> Result<Cluster> {
+        let q = Self::scoped(ctx).filter(cluster::Column::Name.eq(name));
+        fetch_by_name(self.db.conn(), q, || not_found(name).err(), || Error::multiple("clusters", "cluster")).await
+    }
+
+    fn filtered(ctx: &RequestContext, f: &ClusterFilters) -> sea_orm::Select<cluster::Entity> {
+        let mut cond = Condition::all();
+        let eq = [
+            (cluster::Column::ClusterTemplateId, &f.cluster_template_id),
+            (cluster::Column::Name, &f.name),
+            (cluster::Column::StackId, &f.stack_id),
+            (cluster::Column::ApiAddress, &f.api_address),
+            (cluster::Column::ProjectId, &f.project_id),
+            (cluster::Column::UserId, &f.user_id),
+        ];
+        for (col, value) in eq {
+            if let Some(v) = value {
+                cond = cond.add(col.eq(v.as_str()));
+            }
+        }
+        if let Some(statuses) = &f.status {
+            cond = cond.add(cluster::Column::Status.is_in(statuses.iter().map(String::as_str)));
+        }
+        // Node counts live on nodegroups: one sub-select per filter, grouped by cluster uuid.
+        for (sum, master) in [(f.node_count, false), (f.master_count, true)] {
+            let Some(sum) = sum else { continue };
+            let role = if master {
+                nodegroup::Column::Role.eq("master")
+            } else {
+                nodegroup::Column::Role.ne("master")
+            };
+            let sub = Query::select()
+                .column(nodegroup::Column::ClusterId)
+                .from(nodegroup::Entity)
+                .and_where(role)
+                .group_by_col(nodegroup::Column::ClusterId)
+                .and_having(Expr::expr(Func::sum(Expr::col(nodegroup::Column::NodeCount))).eq(sum))
+                .to_owned();
+            cond = cond.add(cluster::Column::Uuid.in_subquery(sub));
+        }
+        Self::scoped(ctx).filter(cond)
+    }
+
+    pub async fn list(&self, ctx: &RequestContext, filters: &ClusterFilters, page: &Page<Cluster>) -> Result<Vec<Cluster>> {
+        let q = paginate(self.db.backend(), Self::filtered(ctx, filters), page)?;
+        fetch_all(self.db.conn(), q).await
+    }
+
+    pub async fn count(&self, ctx: &RequestContext, filters: &ClusterFilters) -> Result<u64> {
+        count(self.db.conn(), Self::filtered(ctx, filters)).await
+    }
+
+    /// Store the fields that differ between `original` (as the caller read it) and
+    /// `modified`; a field someone else changed meanwhile makes this a `StaleWrite` conflict.
+    pub async fn save(&self, original: &Cluster, modified: &Cluster) -> Result<Cluster> {
+        let label = original.uuid.clone().unwrap_or_else(|| original.id.to_string());
+        save::<cluster::Entity>(self.db, original, modified, "Cluster", not_found(&label)).await
+    }
+
+    pub async fn destroy(&self, ident: &Identity) -> Result<()> {
+        let cond = super::identity_condition(ident, cluster::Column::Id, cluster::Column::Uuid);
+        delete_where::<cluster::Entity>(self.db, cond, not_found(&ident.to_string())).await
+    }
+
+    /// Cluster count and node total (every role) for one project, or for all.
+    pub async fn stats(&self, project_id: Option<&str>) -> Result<ClusterStats> {
+        let mut clusters = cluster::Entity::find();
+        if let Some(p) = project_id {
+            clusters = clusters.filter(cluster::Column::ProjectId.eq(p));
+        }
+        let clusters = count(self.db.conn(), clusters).await?;
+        // SUM's type differs per engine (DECIMAL on MySQL); cast it to a 64-bit integer.
+        let backend = self.db.backend();
+        let int = match backend {
+            DbBackend::MySql => "SIGNED",
+            DbBackend::Postgres => "BIGINT",
+            _ => "INTEGER",
+        };
+        let mut sql = format!("SELECT CAST(COALESCE(SUM(node_count), 0) AS {int}) FROM nodegroup");
+        let mut values = Vec::new();
+        if let Some(p) = project_id {
+            sql.push_str(if backend == DbBackend::Postgres { " WHERE project_id = $1" } else { " WHERE project_id = ?" });
+            values.push(p.into());
+        }
+        let row = self
+            .db
+            .conn()
+            .query_one_raw(Statement::from_sql_and_values(backend, sql, values))
+            .await
+            .map_err(map_db_err)?;
+        let nodes = match row {
+            Some(r) => r.try_get_by_index::<i64>(0).map_err(map_db_err)?,
+            None => 0,
+        };
+        Ok(ClusterStats { clusters, nodes })
+    }
+}

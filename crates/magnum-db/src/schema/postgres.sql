@@ -1,0 +1,179 @@
+-- magnum-rs schema for PostgreSQL at Alembic head b3e1cf4a2d5e: the same tables,
+-- columns and unique keys as upstream's MySQL schema, in this engine's natural types.
+-- Statements are separated by lines holding only ';'.
+
+CREATE TABLE "cluster_template" (
+  "created_at" TIMESTAMP WITHOUT TIME ZONE,
+  "updated_at" TIMESTAMP WITHOUT TIME ZONE,
+  "id" SERIAL NOT NULL,
+  "uuid" VARCHAR(36),
+  "name" VARCHAR(255),
+  "flavor_id" VARCHAR(255),
+  "keypair_id" VARCHAR(255),
+  "image_id" VARCHAR(255),
+  "external_network_id" VARCHAR(255),
+  "dns_nameserver" VARCHAR(255),
+  "apiserver_port" INTEGER,
+  "project_id" VARCHAR(255),
+  "user_id" VARCHAR(255),
+  "docker_volume_size" INTEGER,
+  "fixed_network" VARCHAR(255),
+  "master_flavor_id" VARCHAR(255),
+  "cluster_distro" VARCHAR(255),
+  "coe" VARCHAR(255),
+  "http_proxy" VARCHAR(255),
+  "https_proxy" VARCHAR(255),
+  "no_proxy" VARCHAR(255),
+  "registry_enabled" BOOLEAN,
+  "network_driver" VARCHAR(255),
+  "labels" TEXT,
+  "tls_disabled" BOOLEAN,
+  "public" BOOLEAN,
+  "server_type" VARCHAR(255) DEFAULT 'vm',
+  "volume_driver" VARCHAR(255),
+  "insecure_registry" VARCHAR(255),
+  "docker_storage_driver" VARCHAR(512),
+  "master_lb_enabled" BOOLEAN,
+  "fixed_subnet" VARCHAR(255),
+  "floating_ip_enabled" BOOLEAN,
+  "hidden" BOOLEAN,
+  "tags" VARCHAR(255),
+  "driver" VARCHAR(255),
+  PRIMARY KEY ("id"),
+  CONSTRAINT "uniq_baymodel0uuid" UNIQUE ("uuid")
+)
+;
+
+CREATE TABLE "cluster" (
+  "created_at" TIMESTAMP WITHOUT TIME ZONE,
+  "updated_at" TIMESTAMP WITHOUT TIME ZONE,
+  "id" SERIAL NOT NULL,
+  "uuid" VARCHAR(36),
+  "name" VARCHAR(255),
+  "cluster_template_id" VARCHAR(255),
+  "api_address" VARCHAR(255),
+  "stack_id" VARCHAR(255),
+  "project_id" VARCHAR(255),
+  "user_id" VARCHAR(255),
+  "status" VARCHAR(20),
+  "discovery_url" VARCHAR(255),
+  "status_reason" TEXT,
+  "ca_cert_ref" VARCHAR(512),
+  "magnum_cert_ref" VARCHAR(512),
+  "create_timeout" INTEGER,
+  "coe_version" VARCHAR(255),
+  "container_version" VARCHAR(255),
+  "keypair" VARCHAR(255),
+  "docker_volume_size" INTEGER,
+  "labels" TEXT,
+  "master_flavor_id" VARCHAR(255),
+  "flavor_id" VARCHAR(255),
+  "health_status" VARCHAR(20),
+  "health_status_reason" TEXT,
+  "fixed_network" VARCHAR(255),
+  "fixed_subnet" VARCHAR(255),
+  "floating_ip_enabled" BOOLEAN,
+  "master_lb_enabled" BOOLEAN,
+  "etcd_ca_cert_ref" VARCHAR(512),
+  "front_proxy_ca_cert_ref" VARCHAR(512),
+  PRIMARY KEY ("id"),
+  CONSTRAINT "uniq_bay0uuid" UNIQUE ("uuid")
+)
+;
+
+CREATE TABLE "nodegroup" (
+  "created_at" TIMESTAMP WITHOUT TIME ZONE,
+  "updated_at" TIMESTAMP WITHOUT TIME ZONE,
+  "id" SERIAL NOT NULL,
+  "uuid" VARCHAR(36) NOT NULL,
+  "name" VARCHAR(255) NOT NULL,
+  "cluster_id" VARCHAR(255) NOT NULL,
+  "project_id" VARCHAR(255) NOT NULL,
+  "docker_volume_size" INTEGER,
+  "labels" TEXT,
+  "flavor_id" VARCHAR(255),
+  "image_id" VARCHAR(255),
+  "node_addresses" TEXT,
+  "node_count" INTEGER,
+  "max_node_count" INTEGER,
+  "min_node_count" INTEGER,
+  "role" VARCHAR(255),
+  "is_default" BOOLEAN,
+  "stack_id" VARCHAR(255),
+  "status" VARCHAR(20),
+  "status_reason" TEXT,
+  "version" VARCHAR(20),
+  "node_labels" TEXT,
+  "node_taints" TEXT,
+  PRIMARY KEY ("id"),
+  CONSTRAINT "uniq_nodegroup0uuid" UNIQUE ("uuid"),
+  CONSTRAINT "uniq_nodegroup0cluster_id0name" UNIQUE ("cluster_id","name")
+)
+;
+
+CREATE TABLE "x509keypair" (
+  "id" SERIAL NOT NULL,
+  "created_at" TIMESTAMP WITHOUT TIME ZONE,
+  "updated_at" TIMESTAMP WITHOUT TIME ZONE,
+  "uuid" VARCHAR(36),
+  "certificate" TEXT,
+  "private_key" TEXT,
+  "project_id" VARCHAR(255),
+  "user_id" VARCHAR(255),
+  "intermediates" TEXT,
+  "private_key_passphrase" TEXT,
+  PRIMARY KEY ("id"),
+  CONSTRAINT "uniq_x509keypair0uuid" UNIQUE ("uuid")
+)
+;
+
+CREATE TABLE "magnum_service" (
+  "created_at" TIMESTAMP WITHOUT TIME ZONE,
+  "updated_at" TIMESTAMP WITHOUT TIME ZONE,
+  "id" SERIAL NOT NULL,
+  "report_count" INTEGER NOT NULL,
+  "host" VARCHAR(255),
+  "binary" VARCHAR(255),
+  "disabled" BOOLEAN,
+  "disabled_reason" VARCHAR(255),
+  "last_seen_up" TIMESTAMP WITHOUT TIME ZONE,
+  "forced_down" BOOLEAN,
+  PRIMARY KEY ("id"),
+  CONSTRAINT "uniq_magnum_service0host0binary" UNIQUE ("host","binary")
+)
+;
+
+CREATE TABLE "quotas" (
+  "id" SERIAL NOT NULL,
+  "created_at" TIMESTAMP WITHOUT TIME ZONE,
+  "updated_at" TIMESTAMP WITHOUT TIME ZONE,
+  "project_id" VARCHAR(255),
+  "resource" VARCHAR(255),
+  "hard_limit" INTEGER NOT NULL,
+  PRIMARY KEY ("id"),
+  CONSTRAINT "uniq_quotas0project_id0resource" UNIQUE ("project_id","resource")
+)
+;
+
+CREATE TABLE "federation" (
+  "created_at" TIMESTAMP WITHOUT TIME ZONE,
+  "updated_at" TIMESTAMP WITHOUT TIME ZONE,
+  "id" SERIAL NOT NULL,
+  "project_id" VARCHAR(255),
+  "uuid" VARCHAR(36),
+  "name" VARCHAR(255),
+  "hostcluster_id" VARCHAR(255),
+  "member_ids" TEXT,
+  "status" VARCHAR(20),
+  "status_reason" TEXT,
+  "properties" TEXT,
+  PRIMARY KEY ("id"),
+  CONSTRAINT "uniq_federation0uuid" UNIQUE ("uuid")
+)
+;
+
+CREATE TABLE "alembic_version" (
+  "version_num" VARCHAR(32) NOT NULL,
+  PRIMARY KEY ("version_num")
+)
+;
