@@ -284,7 +284,8 @@ where
 
 /// Apply `changes` to the row with primary key `id` in one transaction: lock the row
 /// (`SELECT … FOR UPDATE`; SQLite serialises writers itself), refuse if any guarded column no
-/// longer holds the value the writer read (unless it already holds the new one), then
+/// longer holds the value the writer read (even if it now holds the writer's new value: two
+/// increments from the same read must not count once), then
 /// `UPDATE` only the changed columns and `updated_at`. Deadlocks and busy errors re-run the
 /// whole transaction on fresh data. Returns the row as stored.
 pub(crate) async fn update_row<E>(
@@ -312,13 +313,7 @@ where
                 .ok_or_else(|| missing.err())?;
             let stale: Vec<&str> = changes
                 .iter()
-                .filter(|c| match &c.expected {
-                    Some(exp) => {
-                        let now = current.get(c.column);
-                        now != *exp && now != c.new
-                    }
-                    None => false,
-                })
+                .filter(|c| c.expected.as_ref().is_some_and(|exp| current.get(c.column) != *exp))
                 .map(|c| c.column.as_str())
                 .collect();
             if !stale.is_empty() {
