@@ -57,7 +57,10 @@ pub enum Error {
     #[error("A magnum service with ID {id} already exists.")]
     MagnumServiceAlreadyExists { id: String },
     #[error("Quota for project {project_id} already exists for resource {resource}.")]
-    QuotaAlreadyExists { project_id: String, resource: String },
+    QuotaAlreadyExists {
+        project_id: String,
+        resource: String,
+    },
     #[error("A federation with UUID {uuid} already exists.")]
     FederationAlreadyExists { uuid: String },
     /// Ambiguous names and other 409s with a free-text message.

@@ -140,7 +140,10 @@ mod tests {
 
     #[test]
     fn named_sets_match_upstream() {
-        let stable: Vec<_> = ClusterStatus::ALL.iter().filter(|s| s.is_stable()).collect();
+        let stable: Vec<_> = ClusterStatus::ALL
+            .iter()
+            .filter(|s| s.is_stable())
+            .collect();
         assert_eq!(stable.len(), 8);
         assert!(ClusterStatus::UpdateFailed.is_stable_or_updating());
         assert!(!ClusterStatus::CreateInProgress.is_stable_or_updating());

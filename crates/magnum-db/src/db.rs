@@ -79,7 +79,8 @@ impl Database {
             .sqlx_logging(false);
         if url.in_memory {
             // The single connection must never be dropped, or the database goes with it.
-            opts.idle_timeout(None::<Duration>).max_lifetime(None::<Duration>);
+            opts.idle_timeout(None::<Duration>)
+                .max_lifetime(None::<Duration>);
         }
         let sql_mode = settings.mysql_sql_mode.clone();
         opts.map_sqlx_mysql_opts(|o| o.pipes_as_concat(false).no_engine_substitution(false))
@@ -88,7 +89,8 @@ impl Database {
                 p.after_connect(move |conn, _meta| {
                     let stmt = format!("SET SESSION sql_mode = '{}'", sql_mode.replace('\'', ""));
                     Box::pin(async move {
-                        conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(stmt))).await?;
+                        conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(stmt)))
+                            .await?;
                         Ok(())
                     })
                 })
@@ -110,7 +112,11 @@ impl Database {
         })?;
         // A lazy pool may not have touched the server yet: prove it is there.
         conn.execute_unprepared("SELECT 1").await.map_err(|e| {
-            Error::DatabaseUnavailable(format!("cannot reach {}: {}", url.redacted(), map_db_err(e)))
+            Error::DatabaseUnavailable(format!(
+                "cannot reach {}: {}",
+                url.redacted(),
+                map_db_err(e)
+            ))
         })?;
         Ok(Self {
             engine: url.engine,
@@ -155,7 +161,9 @@ impl Database {
                 }
             };
             match outcome {
-                Err(TxError::Db(e)) if is_retryable(&e) && attempt < self.settings.db_max_retries => {
+                Err(TxError::Db(e))
+                    if is_retryable(&e) && attempt < self.settings.db_max_retries =>
+                {
                     attempt += 1;
                     tracing::debug!(attempt, error = %e, "transaction lost a race; retrying");
                     tokio::time::sleep(self.backoff(nominal)).await;
@@ -172,5 +180,118 @@ impl Database {
     fn backoff(&self, nominal: Duration) -> Duration {
         let nominal = nominal.min(self.settings.db_max_retry_interval);
         nominal.mul_f64(fastrand::f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
+    use tokio::sync::Barrier;
+
+    use super::*;
+    use crate::entity::quotas;
+
+    /// A throwaway database at head on the server in `var`, or None when it is not configured.
+    async fn server_db(var: &str, engine: Engine) -> Option<(Database, Database, String)> {
+        let base = match std::env::var(var) {
+            Ok(v) if !v.is_empty() => v.trim_end_matches('/').to_owned(),
+            _ => {
+                assert!(
+                    std::env::var("MAGNUM_TEST_REQUIRE_ALL").as_deref() != Ok("1"),
+                    "{var} unset"
+                );
+                return None;
+            }
+        };
+        let admin = if engine == Engine::MySql {
+            "mysql"
+        } else {
+            "postgres"
+        };
+        let settings = |url: &str| {
+            let mut s = DbSettings::new(DbUrl::parse(url).unwrap());
+            s.db_retry_interval = Duration::from_millis(10);
+            s
+        };
+        let server = Database::connect(settings(&format!("{base}/{admin}")))
+            .await
+            .unwrap();
+        let name = format!("magnum_u_{}", uuid::Uuid::new_v4().simple());
+        server
+            .conn()
+            .execute_unprepared(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap();
+        let db = Database::connect(settings(&format!("{base}/{name}")))
+            .await
+            .unwrap();
+        crate::schema::upgrade(&db).await.unwrap();
+        Some((db, server, name))
+    }
+
+    /// Two transactions lock two rows in opposite order: the engine kills one with a deadlock,
+    /// `tx` runs it again, and both finish.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn deadlocks_are_retried_until_both_commit() {
+        for (var, engine) in [
+            ("MAGNUM_TEST_MYSQL_URL", Engine::MySql),
+            ("MAGNUM_TEST_POSTGRES_URL", Engine::Postgres),
+        ] {
+            let Some((db, server, name)) = server_db(var, engine).await else {
+                continue;
+            };
+            let a = db.quotas().create("a", "Cluster", 1).await.unwrap().id;
+            let b = db.quotas().create("b", "Cluster", 1).await.unwrap().id;
+            let attempts = Arc::new(AtomicU32::new(0));
+            let barrier = Arc::new(Barrier::new(2));
+            let mut tasks = Vec::new();
+            for (first, second) in [(a, b), (b, a)] {
+                let (db, attempts, barrier) = (db.clone(), attempts.clone(), barrier.clone());
+                tasks.push(tokio::spawn(async move {
+                    db.tx(move |txn| {
+                        let (attempts, barrier) = (attempts.clone(), barrier.clone());
+                        Box::pin(async move {
+                            let n = attempts.fetch_add(1, Ordering::SeqCst);
+                            let lock = |id| {
+                                quotas::Entity::find()
+                                    .filter(quotas::Column::Id.eq(id))
+                                    .lock_exclusive()
+                            };
+                            lock(first).one(txn).await?;
+                            if n < 2 {
+                                // Only the first two attempts meet, so each holds one lock.
+                                barrier.wait().await;
+                            }
+                            lock(second).one(txn).await?;
+                            Ok(())
+                        })
+                    })
+                    .await
+                }));
+            }
+            for t in tasks {
+                t.await.unwrap().unwrap();
+            }
+            assert!(
+                attempts.load(Ordering::SeqCst) >= 3,
+                "{engine}: no deadlock was retried"
+            );
+            db.conn().clone().close().await.ok();
+            let force = if engine == Engine::Postgres {
+                " WITH (FORCE)"
+            } else {
+                ""
+            };
+            server
+                .conn()
+                .execute_unprepared(&format!("DROP DATABASE {name}{force}"))
+                .await
+                .unwrap();
+        }
     }
 }

@@ -10,11 +10,19 @@ use serde_json::ser::{CharEscape, Formatter, Serializer};
 struct PythonFormatter;
 
 impl Formatter for PythonFormatter {
-    fn begin_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
         if first { Ok(()) } else { w.write_all(b", ") }
     }
 
-    fn begin_object_key<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
         if first { Ok(()) } else { w.write_all(b", ") }
     }
 
@@ -24,7 +32,11 @@ impl Formatter for PythonFormatter {
 
     /// Python escapes everything outside printable ASCII (`' '..='~'`), including DEL and all
     /// non-ASCII, as lowercase `\uXXXX` (UTF-16 surrogate pairs above the BMP).
-    fn write_string_fragment<W: ?Sized + io::Write>(&mut self, w: &mut W, fragment: &str) -> io::Result<()> {
+    fn write_string_fragment<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
         let mut start = 0;
         for (i, c) in fragment.char_indices() {
             if (' '..='~').contains(&c) {
@@ -40,7 +52,11 @@ impl Formatter for PythonFormatter {
         w.write_all(&fragment.as_bytes()[start..])
     }
 
-    fn write_char_escape<W: ?Sized + io::Write>(&mut self, w: &mut W, escape: CharEscape) -> io::Result<()> {
+    fn write_char_escape<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        escape: CharEscape,
+    ) -> io::Result<()> {
         let s: &[u8] = match escape {
             CharEscape::Quote => b"\\\"",
             CharEscape::ReverseSolidus => b"\\\\",
@@ -84,7 +100,10 @@ mod tests {
     #[test]
     fn matches_python_separators_and_key_order() {
         let v = json!({"kube_tag": "v1.30.4", "auto_healing_enabled": "true"});
-        assert_eq!(dumps(&v), r#"{"kube_tag": "v1.30.4", "auto_healing_enabled": "true"}"#);
+        assert_eq!(
+            dumps(&v),
+            r#"{"kube_tag": "v1.30.4", "auto_healing_enabled": "true"}"#
+        );
         assert_eq!(dumps(&json!([])), "[]");
         assert_eq!(dumps(&json!({})), "{}");
         let taints = json!([{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]);
@@ -92,7 +111,10 @@ mod tests {
             dumps(&taints),
             r#"[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]"#
         );
-        assert_eq!(dumps(&json!(["10.0.0.1", "10.0.0.2"])), r#"["10.0.0.1", "10.0.0.2"]"#);
+        assert_eq!(
+            dumps(&json!(["10.0.0.1", "10.0.0.2"])),
+            r#"["10.0.0.1", "10.0.0.2"]"#
+        );
     }
 
     #[test]

@@ -41,7 +41,9 @@ impl fmt::Debug for DbUrl {
 
 #[derive(Debug, thiserror::Error)]
 pub enum UrlError {
-    #[error("unsupported database URL scheme '{0}' (use mysql+pymysql://, postgresql:// or sqlite:///path)")]
+    #[error(
+        "unsupported database URL scheme '{0}' (use mysql+pymysql://, postgresql:// or sqlite:///path)"
+    )]
     Scheme(String),
     #[error("malformed database URL {0}: {1}")]
     Malformed(String, String),
@@ -53,7 +55,11 @@ impl DbUrl {
         let (scheme, rest) = connection
             .split_once("://")
             .ok_or_else(|| UrlError::Malformed(redact(connection), "no '://'".into()))?;
-        let dialect = scheme.split('+').next().unwrap_or(scheme).to_ascii_lowercase();
+        let dialect = scheme
+            .split('+')
+            .next()
+            .unwrap_or(scheme)
+            .to_ascii_lowercase();
         match dialect.as_str() {
             "mysql" | "mariadb" => Ok(Self {
                 engine: Engine::MySql,
@@ -167,12 +173,27 @@ mod tests {
     fn sqlalchemy_spellings() {
         let u = p("mysql+pymysql://magnum:secret@127.0.0.1/magnum?charset=utf8&plugin=x");
         assert_eq!(u.engine, Engine::MySql);
-        assert_eq!(u.sqlx_url, "mysql://magnum:secret@127.0.0.1/magnum?charset=utf8");
-        assert_eq!(p("mysql://root@localhost:3306/m").sqlx_url, "mysql://root@localhost:3306/m");
-        assert_eq!(p("postgresql+psycopg2://u:p@h/db").sqlx_url, "postgres://u:p@h/db");
+        assert_eq!(
+            u.sqlx_url,
+            "mysql://magnum:secret@127.0.0.1/magnum?charset=utf8"
+        );
+        assert_eq!(
+            p("mysql://root@localhost:3306/m").sqlx_url,
+            "mysql://root@localhost:3306/m"
+        );
+        assert_eq!(
+            p("postgresql+psycopg2://u:p@h/db").sqlx_url,
+            "postgres://u:p@h/db"
+        );
         assert_eq!(p("postgresql://u@h:5432/db").engine, Engine::Postgres);
-        assert_eq!(p("sqlite:////var/lib/magnum/m.sqlite").sqlx_url, "sqlite:///var/lib/magnum/m.sqlite?mode=rwc");
-        assert_eq!(p("sqlite:///rel.sqlite").sqlx_url, "sqlite://rel.sqlite?mode=rwc");
+        assert_eq!(
+            p("sqlite:////var/lib/magnum/m.sqlite").sqlx_url,
+            "sqlite:///var/lib/magnum/m.sqlite?mode=rwc"
+        );
+        assert_eq!(
+            p("sqlite:///rel.sqlite").sqlx_url,
+            "sqlite://rel.sqlite?mode=rwc"
+        );
         assert!(p("sqlite://").in_memory);
         assert!(DbUrl::parse("oracle://x").is_err());
         assert!(DbUrl::parse("nonsense").is_err());
@@ -184,7 +205,10 @@ mod tests {
         assert!(!format!("{u:?}").contains("s3cr3t"));
         assert_eq!(u.redacted(), "mysql://magnum:****@db.example/magnum");
         assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
-        let e = DbUrl::parse("bogus+x://a:pw@h/db").err().map(|e| e.to_string()).unwrap_or_default();
+        let e = DbUrl::parse("bogus+x://a:pw@h/db")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(!e.contains("pw@"), "{e}");
     }
 }

@@ -4,9 +4,14 @@
 use magnum_core::ids::Identity;
 use magnum_core::{Error, RequestContext, Result};
 use sea_orm::sea_query::{Expr, ExprTrait, Func, Query};
-use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbBackend, EntityTrait, QueryFilter, Statement};
+use sea_orm::{
+    ColumnTrait, Condition, ConnectionTrait, DbBackend, EntityTrait, QueryFilter, Statement,
+};
 
-use super::{Missing, Page, count, delete_where, ensure_uuid, fetch_all, fetch_by_name, fetch_one, json_default, now, paginate, save, tenant_condition};
+use super::{
+    Missing, Page, count, delete_where, ensure_uuid, fetch_all, fetch_by_name, fetch_one,
+    json_default, now, paginate, save, tenant_condition,
+};
 use crate::Database;
 use crate::entity::{cluster, nodegroup};
 use crate::errors::map_db_err;
@@ -61,11 +66,16 @@ impl ClusterRepo<'_> {
         json_default(&mut c.health_status_reason, "{}");
         c.floating_ip_enabled.get_or_insert(true);
         c.master_lb_enabled.get_or_insert(false);
-        super::insert::<cluster::Entity, _>(self.db, c, || Error::ClusterAlreadyExists { uuid }).await
+        super::insert::<cluster::Entity, _>(self.db, c, || Error::ClusterAlreadyExists { uuid })
+            .await
     }
 
     fn scoped(ctx: &RequestContext) -> sea_orm::Select<cluster::Entity> {
-        cluster::Entity::find().filter(tenant_condition(ctx, cluster::Column::ProjectId, Some(cluster::Column::UserId)))
+        cluster::Entity::find().filter(tenant_condition(
+            ctx,
+            cluster::Column::ProjectId,
+            Some(cluster::Column::UserId),
+        ))
     }
 
     pub async fn get_by_id(&self, ctx: &RequestContext, id: i32) -> Result<Cluster> {
@@ -80,7 +90,13 @@ impl ClusterRepo<'_> {
 
     pub async fn get_by_name(&self, ctx: &RequestContext, name: &str) -> Result<Cluster> {
         let q = Self::scoped(ctx).filter(cluster::Column::Name.eq(name));
-        fetch_by_name(self.db.conn(), q, || not_found(name).err(), || Error::multiple("clusters", "cluster")).await
+        fetch_by_name(
+            self.db.conn(),
+            q,
+            || not_found(name).err(),
+            || Error::multiple("clusters", "cluster"),
+        )
+        .await
     }
 
     fn filtered(ctx: &RequestContext, f: &ClusterFilters) -> sea_orm::Select<cluster::Entity> {
@@ -121,7 +137,12 @@ impl ClusterRepo<'_> {
         Self::scoped(ctx).filter(cond)
     }
 
-    pub async fn list(&self, ctx: &RequestContext, filters: &ClusterFilters, page: &Page<Cluster>) -> Result<Vec<Cluster>> {
+    pub async fn list(
+        &self,
+        ctx: &RequestContext,
+        filters: &ClusterFilters,
+        page: &Page<Cluster>,
+    ) -> Result<Vec<Cluster>> {
         let q = paginate(self.db.backend(), Self::filtered(ctx, filters), page)?;
         fetch_all(self.db.conn(), q).await
     }
@@ -133,7 +154,10 @@ impl ClusterRepo<'_> {
     /// Store the fields that differ between `original` (as the caller read it) and
     /// `modified`; a field someone else changed meanwhile makes this a `StaleWrite` conflict.
     pub async fn save(&self, original: &Cluster, modified: &Cluster) -> Result<Cluster> {
-        let label = original.uuid.clone().unwrap_or_else(|| original.id.to_string());
+        let label = original
+            .uuid
+            .clone()
+            .unwrap_or_else(|| original.id.to_string());
         save::<cluster::Entity>(self.db, original, modified, "Cluster", not_found(&label)).await
     }
 
@@ -159,7 +183,11 @@ impl ClusterRepo<'_> {
         let mut sql = format!("SELECT CAST(COALESCE(SUM(node_count), 0) AS {int}) FROM nodegroup");
         let mut values = Vec::new();
         if let Some(p) = project_id {
-            sql.push_str(if backend == DbBackend::Postgres { " WHERE project_id = $1" } else { " WHERE project_id = ?" });
+            sql.push_str(if backend == DbBackend::Postgres {
+                " WHERE project_id = $1"
+            } else {
+                " WHERE project_id = ?"
+            });
             values.push(p.into());
         }
         let row = self

@@ -5,7 +5,10 @@ use magnum_core::ids::Identity;
 use magnum_core::{Error, RequestContext, Result};
 use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter};
 
-use super::{Missing, Page, count, delete_where, diff, ensure_uuid, fetch_all, fetch_by_name, fetch_one, json_default, now, paginate, tenant_condition, update_row};
+use super::{
+    Missing, Page, count, delete_where, diff, ensure_uuid, fetch_all, fetch_by_name, fetch_one,
+    json_default, now, paginate, tenant_condition, update_row,
+};
 use crate::Database;
 use crate::entity::{cluster, cluster_template};
 
@@ -22,7 +25,10 @@ impl Database {
 }
 
 fn not_found(ident: &str) -> Missing {
-    Missing::new(|template| Error::ClusterTemplateNotFound { template }, ident)
+    Missing::new(
+        |template| Error::ClusterTemplateNotFound { template },
+        ident,
+    )
 }
 
 /// Upstream's visibility: the caller's own templates (tenant filter), every public
@@ -32,9 +38,17 @@ fn visible(ctx: &RequestContext) -> Condition {
     use cluster_template::Column as C;
     let mut any = Condition::any()
         .add(tenant_condition(ctx, C::ProjectId, Some(C::UserId)))
-        .add(Condition::all().add(C::Public.eq(true)).add(C::Hidden.eq(false)));
+        .add(
+            Condition::all()
+                .add(C::Public.eq(true))
+                .add(C::Hidden.eq(false)),
+        );
     if ctx.is_admin {
-        any = any.add(Condition::all().add(C::Public.eq(true)).add(C::Hidden.eq(true)));
+        any = any.add(
+            Condition::all()
+                .add(C::Public.eq(true))
+                .add(C::Hidden.eq(true)),
+        );
     }
     any
 }
@@ -48,11 +62,20 @@ impl ClusterTemplateRepo<'_> {
         t.created_at = Some(now());
         t.updated_at = None;
         json_default(&mut t.labels, "{}");
-        for b in [&mut t.registry_enabled, &mut t.tls_disabled, &mut t.public, &mut t.master_lb_enabled, &mut t.hidden] {
+        for b in [
+            &mut t.registry_enabled,
+            &mut t.tls_disabled,
+            &mut t.public,
+            &mut t.master_lb_enabled,
+            &mut t.hidden,
+        ] {
             b.get_or_insert(false);
         }
         t.floating_ip_enabled.get_or_insert(true);
-        super::insert::<cluster_template::Entity, _>(self.db, t, || Error::ClusterTemplateAlreadyExists { uuid }).await
+        super::insert::<cluster_template::Entity, _>(self.db, t, || {
+            Error::ClusterTemplateAlreadyExists { uuid }
+        })
+        .await
     }
 
     fn scoped(ctx: &RequestContext) -> sea_orm::Select<cluster_template::Entity> {
@@ -71,13 +94,20 @@ impl ClusterTemplateRepo<'_> {
 
     pub async fn get_by_name(&self, ctx: &RequestContext, name: &str) -> Result<ClusterTemplate> {
         let q = Self::scoped(ctx).filter(cluster_template::Column::Name.eq(name));
-        fetch_by_name(self.db.conn(), q, || not_found(name).err(), || {
-            Error::multiple("ClusterTemplates", "ClusterTemplate")
-        })
+        fetch_by_name(
+            self.db.conn(),
+            q,
+            || not_found(name).err(),
+            || Error::multiple("ClusterTemplates", "ClusterTemplate"),
+        )
         .await
     }
 
-    pub async fn list(&self, ctx: &RequestContext, page: &Page<ClusterTemplate>) -> Result<Vec<ClusterTemplate>> {
+    pub async fn list(
+        &self,
+        ctx: &RequestContext,
+        page: &Page<ClusterTemplate>,
+    ) -> Result<Vec<ClusterTemplate>> {
         let q = paginate(self.db.backend(), Self::scoped(ctx), page)?;
         fetch_all(self.db.conn(), q).await
     }
@@ -94,8 +124,15 @@ impl ClusterTemplateRepo<'_> {
 
     /// Guarded save. A template that clusters use may only be renamed, published
     /// (`public` → true), hidden/unhidden or re-tagged, one of those at a time, as upstream.
-    pub async fn save(&self, original: &ClusterTemplate, modified: &ClusterTemplate) -> Result<ClusterTemplate> {
-        let label = original.uuid.clone().unwrap_or_else(|| original.id.to_string());
+    pub async fn save(
+        &self,
+        original: &ClusterTemplate,
+        modified: &ClusterTemplate,
+    ) -> Result<ClusterTemplate> {
+        let label = original
+            .uuid
+            .clone()
+            .unwrap_or_else(|| original.id.to_string());
         let changes = diff::<cluster_template::Entity>(original, modified, "ClusterTemplate")?;
         if changes.is_empty() {
             return Ok(original.clone());
@@ -103,7 +140,10 @@ impl ClusterTemplateRepo<'_> {
         if let Some(uuid) = &original.uuid
             && self.usage(uuid).await? > 0
         {
-            let names: Vec<&str> = changes.iter().map(|c| sea_orm::IdenStatic::as_str(&c.column)).collect();
+            let names: Vec<&str> = changes
+                .iter()
+                .map(|c| sea_orm::IdenStatic::as_str(&c.column))
+                .collect();
             let allowed = match names.as_slice() {
                 ["public"] => modified.public == Some(true),
                 ["hidden"] | ["name"] => true,
@@ -111,21 +151,36 @@ impl ClusterTemplateRepo<'_> {
                 _ => false,
             };
             if !allowed {
-                return Err(Error::ClusterTemplateReferenced { template: uuid.clone() });
+                return Err(Error::ClusterTemplateReferenced {
+                    template: uuid.clone(),
+                });
             }
         }
-        update_row::<cluster_template::Entity>(self.db, original.id, changes, "ClusterTemplate", not_found(&label)).await
+        update_row::<cluster_template::Entity>(
+            self.db,
+            original.id,
+            changes,
+            "ClusterTemplate",
+            not_found(&label),
+        )
+        .await
     }
 
     /// Delete, unless a cluster still uses the template (400 ClusterTemplateReferenced).
     pub async fn destroy(&self, ident: &Identity) -> Result<()> {
-        let cond = super::identity_condition(ident, cluster_template::Column::Id, cluster_template::Column::Uuid);
+        let cond = super::identity_condition(
+            ident,
+            cluster_template::Column::Id,
+            cluster_template::Column::Uuid,
+        );
         let row = cluster_template::Entity::find().filter(cond.clone());
         let row = fetch_one(self.db.conn(), row, || not_found(&ident.to_string()).err()).await?;
         if let Some(uuid) = &row.uuid
             && self.usage(uuid).await? > 0
         {
-            return Err(Error::ClusterTemplateReferenced { template: uuid.clone() });
+            return Err(Error::ClusterTemplateReferenced {
+                template: uuid.clone(),
+            });
         }
         delete_where::<cluster_template::Entity>(self.db, cond, not_found(&ident.to_string())).await
     }

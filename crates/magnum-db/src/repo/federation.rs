@@ -4,7 +4,10 @@ use magnum_core::ids::Identity;
 use magnum_core::{Error, RequestContext, Result};
 use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter};
 
-use super::{Missing, Page, delete_where, ensure_uuid, fetch_all, fetch_by_name, fetch_one, json_default, now, paginate, save, tenant_condition};
+use super::{
+    Missing, Page, delete_where, ensure_uuid, fetch_all, fetch_by_name, fetch_one, json_default,
+    now, paginate, save, tenant_condition,
+};
 use crate::Database;
 use crate::entity::federation;
 
@@ -46,7 +49,10 @@ impl FederationRepo<'_> {
         f.updated_at = None;
         json_default(&mut f.member_ids, "[]");
         json_default(&mut f.properties, "{}");
-        super::insert::<federation::Entity, _>(self.db, f, || Error::FederationAlreadyExists { uuid }).await
+        super::insert::<federation::Entity, _>(self.db, f, || Error::FederationAlreadyExists {
+            uuid,
+        })
+        .await
     }
 
     pub async fn get_by_id(&self, ctx: &RequestContext, id: i32) -> Result<Federation> {
@@ -61,13 +67,28 @@ impl FederationRepo<'_> {
 
     pub async fn get_by_name(&self, ctx: &RequestContext, name: &str) -> Result<Federation> {
         let q = scoped(ctx).filter(federation::Column::Name.eq(name));
-        fetch_by_name(self.db.conn(), q, || not_found(name).err(), || Error::multiple("federations", "federation")).await
+        fetch_by_name(
+            self.db.conn(),
+            q,
+            || not_found(name).err(),
+            || Error::multiple("federations", "federation"),
+        )
+        .await
     }
 
-    pub async fn list(&self, ctx: &RequestContext, f: &FederationFilters, page: &Page<Federation>) -> Result<Vec<Federation>> {
+    pub async fn list(
+        &self,
+        ctx: &RequestContext,
+        f: &FederationFilters,
+        page: &Page<Federation>,
+    ) -> Result<Vec<Federation>> {
         use federation::Column as C;
         let mut cond = Condition::all();
-        for (col, v) in [(C::Name, &f.name), (C::ProjectId, &f.project_id), (C::HostclusterId, &f.hostcluster_id)] {
+        for (col, v) in [
+            (C::Name, &f.name),
+            (C::ProjectId, &f.project_id),
+            (C::HostclusterId, &f.hostcluster_id),
+        ] {
             if let Some(v) = v {
                 cond = cond.add(col.eq(v.as_str()));
             }
@@ -86,12 +107,17 @@ impl FederationRepo<'_> {
     }
 
     pub async fn save(&self, original: &Federation, modified: &Federation) -> Result<Federation> {
-        let label = original.uuid.clone().unwrap_or_else(|| original.id.to_string());
-        save::<federation::Entity>(self.db, original, modified, "Federation", not_found(&label)).await
+        let label = original
+            .uuid
+            .clone()
+            .unwrap_or_else(|| original.id.to_string());
+        save::<federation::Entity>(self.db, original, modified, "Federation", not_found(&label))
+            .await
     }
 
     pub async fn destroy(&self, ident: &Identity) -> Result<()> {
-        let cond = super::identity_condition(ident, federation::Column::Id, federation::Column::Uuid);
+        let cond =
+            super::identity_condition(ident, federation::Column::Id, federation::Column::Uuid);
         delete_where::<federation::Entity>(self.db, cond, not_found(&ident.to_string())).await
     }
 }

@@ -23,7 +23,10 @@ impl Database {
 }
 
 fn not_found(id: &str) -> Missing {
-    Missing::new(|magnum_service_id| Error::MagnumServiceNotFound { magnum_service_id }, id)
+    Missing::new(
+        |magnum_service_id| Error::MagnumServiceNotFound { magnum_service_id },
+        id,
+    )
 }
 
 fn host_binary(host: Option<&str>, binary: &str) -> Condition {
@@ -31,11 +34,17 @@ fn host_binary(host: Option<&str>, binary: &str) -> Condition {
         Some(h) => magnum_service::Column::Host.eq(h),
         None => magnum_service::Column::Host.is_null(),
     };
-    Condition::all().add(host).add(magnum_service::Column::Binary.eq(binary))
+    Condition::all()
+        .add(host)
+        .add(magnum_service::Column::Binary.eq(binary))
 }
 
 impl MagnumServiceRepo<'_> {
-    pub async fn get_by_host_and_binary(&self, host: Option<&str>, binary: &str) -> Result<Option<MagnumService>> {
+    pub async fn get_by_host_and_binary(
+        &self,
+        host: Option<&str>,
+        binary: &str,
+    ) -> Result<Option<MagnumService>> {
         magnum_service::Entity::find()
             .filter(host_binary(host, binary))
             .one(self.db.conn())
@@ -54,8 +63,10 @@ impl MagnumServiceRepo<'_> {
             forced_down: Some(false),
             ..MagnumService::default()
         };
-        match super::insert::<magnum_service::Entity, _>(self.db, row, || Error::MagnumServiceAlreadyExists {
-            id: format!("{}/{binary}", host.unwrap_or("")),
+        match super::insert::<magnum_service::Entity, _>(self.db, row, || {
+            Error::MagnumServiceAlreadyExists {
+                id: format!("{}/{binary}", host.unwrap_or("")),
+            }
         })
         .await
         {
@@ -101,10 +112,22 @@ impl MagnumServiceRepo<'_> {
     }
 
     /// Set `disabled`, `disabled_reason` or `forced_down` (plain overwrites by an operator).
-    pub async fn update(&self, id: i32, disabled: Option<bool>, disabled_reason: Option<Option<String>>, forced_down: Option<bool>) -> Result<MagnumService> {
+    pub async fn update(
+        &self,
+        id: i32,
+        disabled: Option<bool>,
+        disabled_reason: Option<Option<String>>,
+        forced_down: Option<bool>,
+    ) -> Result<MagnumService> {
         use magnum_service::Column as C;
         let mut changes = Vec::new();
-        let mut push = |column, new: Value| changes.push(super::Change { column, new, expected: None });
+        let mut push = |column, new: Value| {
+            changes.push(super::Change {
+                column,
+                new,
+                expected: None,
+            })
+        };
         if let Some(d) = disabled {
             push(C::Disabled, d.into());
         }
@@ -114,10 +137,21 @@ impl MagnumServiceRepo<'_> {
         if let Some(f) = forced_down {
             push(C::ForcedDown, f.into());
         }
-        update_row::<magnum_service::Entity>(self.db, id, changes, "MagnumService", not_found(&id.to_string())).await
+        update_row::<magnum_service::Entity>(
+            self.db,
+            id,
+            changes,
+            "MagnumService",
+            not_found(&id.to_string()),
+        )
+        .await
     }
 
-    pub async fn list(&self, disabled: Option<bool>, page: &Page<MagnumService>) -> Result<Vec<MagnumService>> {
+    pub async fn list(
+        &self,
+        disabled: Option<bool>,
+        page: &Page<MagnumService>,
+    ) -> Result<Vec<MagnumService>> {
         let mut q = magnum_service::Entity::find();
         if let Some(d) = disabled {
             q = q.filter(magnum_service::Column::Disabled.eq(d));

@@ -81,13 +81,19 @@ pub fn now() -> NaiveDateTime {
 }
 
 pub(crate) fn column<E: EntityTrait>(name: &str) -> Result<E::Column> {
-    E::Column::from_str(name).map_err(|_| Error::InvalidSortKey { key: name.to_owned() })
+    E::Column::from_str(name).map_err(|_| Error::InvalidSortKey {
+        key: name.to_owned(),
+    })
 }
 
 /// Upstream's tenant filter: admins asking for all tenants see everything; otherwise the
 /// caller's project, or (with no project) the caller's own rows.
 /// Tables without a `user_id` column (federation) pass `None` and match nothing then.
-pub(crate) fn tenant_condition<C: ColumnTrait>(ctx: &RequestContext, project: C, user: Option<C>) -> Condition {
+pub(crate) fn tenant_condition<C: ColumnTrait>(
+    ctx: &RequestContext,
+    project: C,
+    user: Option<C>,
+) -> Condition {
     if ctx.is_admin && ctx.all_tenants {
         Condition::all()
     } else if let Some(p) = &ctx.project_id {
@@ -95,7 +101,9 @@ pub(crate) fn tenant_condition<C: ColumnTrait>(ctx: &RequestContext, project: C,
     } else if let Some(user) = user {
         Condition::all().add(user.eq(ctx.user_id.clone()))
     } else {
-        Condition::all().add(project.is_null()).add(project.is_not_null())
+        Condition::all()
+            .add(project.is_null())
+            .add(project.is_not_null())
     }
 }
 
@@ -109,7 +117,11 @@ fn is_null(v: &Value) -> bool {
 /// `ORDER BY sort_key dir, id dir` plus the keyset predicate after `page.marker`, then LIMIT.
 /// NULL marker values drop their terms as oslo.db does; PostgreSQL is told to put NULLs first
 /// in ascending order, as MySQL and SQLite do.
-pub(crate) fn paginate<E>(backend: DbBackend, mut q: Select<E>, page: &Page<E::Model>) -> Result<Select<E>>
+pub(crate) fn paginate<E>(
+    backend: DbBackend,
+    mut q: Select<E>,
+    page: &Page<E::Model>,
+) -> Result<Select<E>>
 where
     E: EntityTrait,
     E::Model: ModelTrait<Entity = E>,
@@ -162,7 +174,11 @@ where
     Ok(q)
 }
 
-pub(crate) async fn fetch_one<E, C>(conn: &C, q: Select<E>, not_found: impl FnOnce() -> Error) -> Result<E::Model>
+pub(crate) async fn fetch_one<E, C>(
+    conn: &C,
+    q: Select<E>,
+    not_found: impl FnOnce() -> Error,
+) -> Result<E::Model>
 where
     E: EntityTrait,
     C: ConnectionTrait,
@@ -208,7 +224,11 @@ where
 }
 
 /// INSERT every column of `model` except the auto-increment id, and return the stored row.
-pub(crate) async fn insert<E, A>(db: &Database, model: E::Model, duplicate: impl FnOnce() -> Error) -> Result<E::Model>
+pub(crate) async fn insert<E, A>(
+    db: &Database,
+    model: E::Model,
+    duplicate: impl FnOnce() -> Error,
+) -> Result<E::Model>
 where
     E: EntityTrait,
     E::Model: IntoActiveModel<A>,
@@ -233,7 +253,10 @@ pub(crate) struct Missing {
 
 impl Missing {
     pub(crate) fn new(make: fn(String) -> Error, label: impl Into<String>) -> Self {
-        Self { make, label: label.into() }
+        Self {
+            make,
+            label: label.into(),
+        }
     }
 
     pub(crate) fn err(&self) -> Error {
@@ -253,7 +276,11 @@ pub struct Change<C> {
 /// Columns that differ between what a writer read and what it wants stored, each guarded by
 /// the value it read. `id`, `created_at` and `updated_at` belong to storage and are ignored;
 /// changing `uuid` is refused, as upstream does.
-pub(crate) fn diff<E>(original: &E::Model, modified: &E::Model, resource: &str) -> Result<Vec<Change<E::Column>>>
+pub(crate) fn diff<E>(
+    original: &E::Model,
+    modified: &E::Model,
+    resource: &str,
+) -> Result<Vec<Change<E::Column>>>
 where
     E: EntityTrait,
     E::Model: ModelTrait<Entity = E>,
@@ -313,7 +340,11 @@ where
                 .ok_or_else(|| missing.err())?;
             let stale: Vec<&str> = changes
                 .iter()
-                .filter(|c| c.expected.as_ref().is_some_and(|exp| current.get(c.column) != *exp))
+                .filter(|c| {
+                    c.expected
+                        .as_ref()
+                        .is_some_and(|exp| current.get(c.column) != *exp)
+                })
                 .map(|c| c.column.as_str())
                 .collect();
             if !stale.is_empty() {
@@ -388,7 +419,11 @@ where
 }
 
 /// The `id`/`uuid` predicate of an upstream "identity".
-pub(crate) fn identity_condition<C: ColumnTrait>(ident: &magnum_core::ids::Identity, id: C, uuid: C) -> Condition {
+pub(crate) fn identity_condition<C: ColumnTrait>(
+    ident: &magnum_core::ids::Identity,
+    id: C,
+    uuid: C,
+) -> Condition {
     match ident {
         magnum_core::ids::Identity::Id(i) => Condition::all().add(id.eq(*i)),
         magnum_core::ids::Identity::Uuid(u) => Condition::all().add(uuid.eq(u.as_str())),

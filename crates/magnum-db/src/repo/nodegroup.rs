@@ -5,7 +5,10 @@ use magnum_core::ids::Identity;
 use magnum_core::{Error, RequestContext, Result};
 use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder};
 
-use super::{Missing, Page, count, delete_where, ensure_uuid, fetch_all, fetch_by_name, fetch_one, json_default, now, paginate, save};
+use super::{
+    Missing, Page, count, delete_where, ensure_uuid, fetch_all, fetch_by_name, fetch_one,
+    json_default, now, paginate, save,
+};
 use crate::Database;
 use crate::entity::nodegroup;
 
@@ -59,25 +62,54 @@ impl NodeGroupRepo<'_> {
         json_default(&mut ng.node_taints, "[]");
         ng.is_default.get_or_insert(false);
         let (name, cluster_id) = (ng.name.clone(), ng.cluster_id.clone());
-        super::insert::<nodegroup::Entity, _>(self.db, ng, || Error::NodeGroupAlreadyExists { name, cluster_id }).await
+        super::insert::<nodegroup::Entity, _>(self.db, ng, || Error::NodeGroupAlreadyExists {
+            name,
+            cluster_id,
+        })
+        .await
     }
 
-    pub async fn get_by_id(&self, ctx: &RequestContext, cluster_id: &str, id: i32) -> Result<NodeGroup> {
+    pub async fn get_by_id(
+        &self,
+        ctx: &RequestContext,
+        cluster_id: &str,
+        id: i32,
+    ) -> Result<NodeGroup> {
         let q = scoped(ctx, cluster_id).filter(nodegroup::Column::Id.eq(id));
         fetch_one(self.db.conn(), q, || not_found(&id.to_string()).err()).await
     }
 
-    pub async fn get_by_uuid(&self, ctx: &RequestContext, cluster_id: &str, uuid: &str) -> Result<NodeGroup> {
+    pub async fn get_by_uuid(
+        &self,
+        ctx: &RequestContext,
+        cluster_id: &str,
+        uuid: &str,
+    ) -> Result<NodeGroup> {
         let q = scoped(ctx, cluster_id).filter(nodegroup::Column::Uuid.eq(uuid));
         fetch_one(self.db.conn(), q, || not_found(uuid).err()).await
     }
 
-    pub async fn get_by_name(&self, ctx: &RequestContext, cluster_id: &str, name: &str) -> Result<NodeGroup> {
+    pub async fn get_by_name(
+        &self,
+        ctx: &RequestContext,
+        cluster_id: &str,
+        name: &str,
+    ) -> Result<NodeGroup> {
         let q = scoped(ctx, cluster_id).filter(nodegroup::Column::Name.eq(name));
-        fetch_by_name(self.db.conn(), q, || not_found(name).err(), || Error::multiple("nodegroups", "nodegroup")).await
+        fetch_by_name(
+            self.db.conn(),
+            q,
+            || not_found(name).err(),
+            || Error::multiple("nodegroups", "nodegroup"),
+        )
+        .await
     }
 
-    fn filtered(ctx: &RequestContext, cluster_id: &str, f: &NodeGroupFilters) -> sea_orm::Select<nodegroup::Entity> {
+    fn filtered(
+        ctx: &RequestContext,
+        cluster_id: &str,
+        f: &NodeGroupFilters,
+    ) -> sea_orm::Select<nodegroup::Entity> {
         use nodegroup::Column as C;
         let mut cond = Condition::all();
         if let Some(v) = &f.name {
@@ -101,8 +133,18 @@ impl NodeGroupRepo<'_> {
         scoped(ctx, cluster_id).filter(cond)
     }
 
-    pub async fn list(&self, ctx: &RequestContext, cluster_id: &str, filters: &NodeGroupFilters, page: &Page<NodeGroup>) -> Result<Vec<NodeGroup>> {
-        let q = paginate(self.db.backend(), Self::filtered(ctx, cluster_id, filters), page)?;
+    pub async fn list(
+        &self,
+        ctx: &RequestContext,
+        cluster_id: &str,
+        filters: &NodeGroupFilters,
+        page: &Page<NodeGroup>,
+    ) -> Result<Vec<NodeGroup>> {
+        let q = paginate(
+            self.db.backend(),
+            Self::filtered(ctx, cluster_id, filters),
+            page,
+        )?;
         fetch_all(self.db.conn(), q).await
     }
 
@@ -123,7 +165,14 @@ impl NodeGroupRepo<'_> {
 
     /// Guarded save of the fields that differ between `original` and `modified`.
     pub async fn save(&self, original: &NodeGroup, modified: &NodeGroup) -> Result<NodeGroup> {
-        save::<nodegroup::Entity>(self.db, original, modified, "NodeGroup", not_found(&original.uuid)).await
+        save::<nodegroup::Entity>(
+            self.db,
+            original,
+            modified,
+            "NodeGroup",
+            not_found(&original.uuid),
+        )
+        .await
     }
 
     pub async fn destroy(&self, cluster_id: &str, ident: &Identity) -> Result<()> {

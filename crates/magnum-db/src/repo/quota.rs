@@ -27,7 +27,10 @@ impl Database {
 }
 
 fn not_found(project_id: &str, resource: &str) -> Missing {
-    Missing::new(|msg| Error::QuotaNotFound { msg }, format!("project_id {project_id} resource {resource}."))
+    Missing::new(
+        |msg| Error::QuotaNotFound { msg },
+        format!("project_id {project_id} resource {resource}."),
+    )
 }
 
 fn key(project_id: &str, resource: &str) -> Condition {
@@ -46,7 +49,11 @@ impl QuotaRepo<'_> {
             ..Quota::default()
         };
         let (project_id, resource) = (project_id.to_owned(), resource.to_owned());
-        super::insert::<quotas::Entity, _>(self.db, q, || Error::QuotaAlreadyExists { project_id, resource }).await
+        super::insert::<quotas::Entity, _>(self.db, q, || Error::QuotaAlreadyExists {
+            project_id,
+            resource,
+        })
+        .await
     }
 
     pub async fn get(&self, project_id: &str, resource: &str) -> Result<Quota> {
@@ -56,7 +63,10 @@ impl QuotaRepo<'_> {
 
     pub async fn get_by_id(&self, id: i32) -> Result<Quota> {
         let q = quotas::Entity::find().filter(quotas::Column::Id.eq(id));
-        fetch_one(self.db.conn(), q, || Error::QuotaNotFound { msg: format!("id {id}.") }).await
+        fetch_one(self.db.conn(), q, || Error::QuotaNotFound {
+            msg: format!("id {id}."),
+        })
+        .await
     }
 
     pub async fn all_for_project(&self, project_id: &str) -> Result<Vec<Quota>> {
@@ -83,10 +93,22 @@ impl QuotaRepo<'_> {
             new: hard_limit.into(),
             expected: None,
         };
-        update_row::<quotas::Entity>(self.db, row.id, vec![change], "Quota", not_found(project_id, resource)).await
+        update_row::<quotas::Entity>(
+            self.db,
+            row.id,
+            vec![change],
+            "Quota",
+            not_found(project_id, resource),
+        )
+        .await
     }
 
     pub async fn delete(&self, project_id: &str, resource: &str) -> Result<()> {
-        delete_where::<quotas::Entity>(self.db, key(project_id, resource), not_found(project_id, resource)).await
+        delete_where::<quotas::Entity>(
+            self.db,
+            key(project_id, resource),
+            not_found(project_id, resource),
+        )
+        .await
     }
 }

@@ -15,22 +15,83 @@ pub const ALEMBIC_HEAD: &str = "b3e1cf4a2d5e";
 
 /// Every revision of upstream's linear chain, oldest first (the head is last).
 pub const KNOWN_REVISIONS: [&str; 77] = [
-    "2581ebaf0cb2", "3bea56f25597", "5793cd26898d", "3a938526b35d", "35cff7c86221",
-    "1afee1db6cd0", "2d1354bbf76e", "29affeaa2bc2", "2ace4006498", "456126c6c9e9",
-    "4ea34a59a64c", "e772b2598d9", "2d8657c0cdc", "4956f03cabad", "592131657ca1",
-    "3b6c4c42adb4", "2b5f24dd95de", "59e7664a8ba1", "156ceb17fb0a", "1c1ff5e56048",
-    "53882537ac57", "14328d6a57e3", "421102d1f2d2", "6f21dc998bb", "966a99e70ff",
-    "6f21dc920bb", "5518af8dbc21", "4e263f236334", "3be65537a94a", "1481f5b560dd",
-    "1d045384b966", "27ad304554e2", "5ad410481b88", "2ae93c9c6191", "33ef79969018",
-    "417917e778f5", "5977879072a7", "40f325033343", "adc3b7679ae", "57fbdf2327a2",
-    "05d3e97de9ee", "bb42b7cad130", "5d4caa6e0a42", "ee92b41b8809", "049f81f6f584",
-    "e647f5931da8", "ef08a5e057bd", "d072f58ab240", "a1136d335540", "085e601a39f6",
-    "68ce16dfd341", "e0653b2d5271", "1f196a3dabae", "859fb45df249", "b1f612248cab",
-    "fcb4efee8f8b", "fb03fdef8919", "720f640f43d1", "bc46ba6cf949", "aa0cc27839af",
-    "a0e7c8450ab1", "52bcaf58fecb", "04c625aa95ba", "041d9a0f1159", "9a1539f1cd2c",
-    "cbbc65a86986", "87e62e3c7abc", "ac92cbae311c", "461d798132c7", "47380964133d",
-    "c04e925e65c2", "95096e2334ee", "f1d8b0ab8b8d", "7da8489d6a68", "c0f832afc4fd",
-    "d7e6a4d39fe4", "b3e1cf4a2d5e",
+    "2581ebaf0cb2",
+    "3bea56f25597",
+    "5793cd26898d",
+    "3a938526b35d",
+    "35cff7c86221",
+    "1afee1db6cd0",
+    "2d1354bbf76e",
+    "29affeaa2bc2",
+    "2ace4006498",
+    "456126c6c9e9",
+    "4ea34a59a64c",
+    "e772b2598d9",
+    "2d8657c0cdc",
+    "4956f03cabad",
+    "592131657ca1",
+    "3b6c4c42adb4",
+    "2b5f24dd95de",
+    "59e7664a8ba1",
+    "156ceb17fb0a",
+    "1c1ff5e56048",
+    "53882537ac57",
+    "14328d6a57e3",
+    "421102d1f2d2",
+    "6f21dc998bb",
+    "966a99e70ff",
+    "6f21dc920bb",
+    "5518af8dbc21",
+    "4e263f236334",
+    "3be65537a94a",
+    "1481f5b560dd",
+    "1d045384b966",
+    "27ad304554e2",
+    "5ad410481b88",
+    "2ae93c9c6191",
+    "33ef79969018",
+    "417917e778f5",
+    "5977879072a7",
+    "40f325033343",
+    "adc3b7679ae",
+    "57fbdf2327a2",
+    "05d3e97de9ee",
+    "bb42b7cad130",
+    "5d4caa6e0a42",
+    "ee92b41b8809",
+    "049f81f6f584",
+    "e647f5931da8",
+    "ef08a5e057bd",
+    "d072f58ab240",
+    "a1136d335540",
+    "085e601a39f6",
+    "68ce16dfd341",
+    "e0653b2d5271",
+    "1f196a3dabae",
+    "859fb45df249",
+    "b1f612248cab",
+    "fcb4efee8f8b",
+    "fb03fdef8919",
+    "720f640f43d1",
+    "bc46ba6cf949",
+    "aa0cc27839af",
+    "a0e7c8450ab1",
+    "52bcaf58fecb",
+    "04c625aa95ba",
+    "041d9a0f1159",
+    "9a1539f1cd2c",
+    "cbbc65a86986",
+    "87e62e3c7abc",
+    "ac92cbae311c",
+    "461d798132c7",
+    "47380964133d",
+    "c04e925e65c2",
+    "95096e2334ee",
+    "f1d8b0ab8b8d",
+    "7da8489d6a68",
+    "c0f832afc4fd",
+    "d7e6a4d39fe4",
+    "b3e1cf4a2d5e",
 ];
 
 /// The tables of the head schema, in creation order (`alembic_version` last, so a database
@@ -48,8 +109,19 @@ pub const TABLES: [&str; 8] = [
 
 /// Tables any Magnum release ever had, to recognise an unversioned Magnum database.
 const MAGNUM_TABLES: [&str; 13] = [
-    "cluster", "cluster_template", "nodegroup", "x509keypair", "magnum_service", "quotas",
-    "federation", "bay", "baymodel", "baylock", "node", "pod", "container",
+    "cluster",
+    "cluster_template",
+    "nodegroup",
+    "x509keypair",
+    "magnum_service",
+    "quotas",
+    "federation",
+    "bay",
+    "baymodel",
+    "baylock",
+    "node",
+    "pod",
+    "container",
 ];
 
 const MYSQL_DDL: &str = include_str!("mysql.sql");
@@ -78,8 +150,12 @@ pub fn ddl(engine: Engine) -> Vec<&'static str> {
 
 async fn existing_tables(db: &Database) -> Result<Vec<String>, Error> {
     let sql = match db.engine() {
-        Engine::MySql => "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()",
-        Engine::Postgres => "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()",
+        Engine::MySql => {
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()"
+        }
+        Engine::Postgres => {
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        }
         Engine::Sqlite => "SELECT name FROM sqlite_master WHERE type = 'table'",
     };
     let rows = db
@@ -135,7 +211,10 @@ pub async fn upgrade(db: &Database) -> Result<UpgradeOutcome, SchemaError> {
             return Ok(UpgradeOutcome::AlreadyAtHead);
         }
         if KNOWN_REVISIONS.contains(&found.as_str()) {
-            return Err(SchemaError::OlderRevision { found, head: ALEMBIC_HEAD });
+            return Err(SchemaError::OlderRevision {
+                found,
+                head: ALEMBIC_HEAD,
+            });
         }
         return Err(SchemaError::UnknownRevision { found });
     }
@@ -145,7 +224,9 @@ pub async fn upgrade(db: &Database) -> Result<UpgradeOutcome, SchemaError> {
         .filter(|t| MAGNUM_TABLES.contains(&t.as_str()) || t == "alembic_version")
         .collect();
     if !present.is_empty() {
-        return Err(SchemaError::Unversioned { tables: present.join(", ") });
+        return Err(SchemaError::Unversioned {
+            tables: present.join(", "),
+        });
     }
     create_all(db).await?;
     Ok(UpgradeOutcome::Created)
@@ -178,8 +259,14 @@ async fn create_all(db: &Database) -> Result<(), SchemaError> {
             created.push(*table);
         }
         if let Err(e) = db.conn().execute_raw(insert).await {
-            let _ = db.conn().execute_unprepared("DROP TABLE IF EXISTS `alembic_version`").await;
-            return Err(SchemaError::Ddl(format!("alembic_version: {}", map_db_err(e))));
+            let _ = db
+                .conn()
+                .execute_unprepared("DROP TABLE IF EXISTS `alembic_version`")
+                .await;
+            return Err(SchemaError::Ddl(format!(
+                "alembic_version: {}",
+                map_db_err(e)
+            )));
         }
         return Ok(());
     }

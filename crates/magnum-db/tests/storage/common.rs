@@ -26,7 +26,10 @@ fn server_url(engine: Engine) -> Option<String> {
     match std::env::var(var) {
         Ok(v) if !v.is_empty() => Some(v.trim_end_matches('/').to_owned()),
         _ => {
-            assert!(!required(), "{var} is not set but MAGNUM_TEST_REQUIRE_ALL=1");
+            assert!(
+                !required(),
+                "{var} is not set but MAGNUM_TEST_REQUIRE_ALL=1"
+            );
             eprintln!("skipping {engine}: {var} not set");
             None
         }
@@ -54,21 +57,43 @@ impl TestDb {
                 let dir = tempfile::tempdir().unwrap();
                 let url = format!("sqlite:///{}/magnum.sqlite", dir.path().display());
                 let db = Database::connect(settings(&url)).await.unwrap();
-                Some(Self { db, engine, server: None, name, _dir: Some(dir) })
+                Some(Self {
+                    db,
+                    engine,
+                    server: None,
+                    name,
+                    _dir: Some(dir),
+                })
             }
             Engine::MySql | Engine::Postgres => {
-                let admin_db = if engine == Engine::MySql { "mysql" } else { "postgres" };
-                let server = Database::connect(settings(&format!("{base}/{admin_db}"))).await.unwrap();
+                let admin_db = if engine == Engine::MySql {
+                    "mysql"
+                } else {
+                    "postgres"
+                };
+                let server = Database::connect(settings(&format!("{base}/{admin_db}")))
+                    .await
+                    .unwrap();
                 let create = if engine == Engine::MySql {
                     // The reference schema was made on a utf8mb4 database (tables without
                     // options inherit it).
-                    format!("CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci")
+                    format!(
+                        "CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci"
+                    )
                 } else {
                     format!("CREATE DATABASE \"{name}\"")
                 };
                 server.conn().execute_unprepared(&create).await.unwrap();
-                let db = Database::connect(settings(&format!("{base}/{name}"))).await.unwrap();
-                Some(Self { db, engine, server: Some(server), name, _dir: None })
+                let db = Database::connect(settings(&format!("{base}/{name}")))
+                    .await
+                    .unwrap();
+                Some(Self {
+                    db,
+                    engine,
+                    server: Some(server),
+                    name,
+                    _dir: None,
+                })
             }
         }
     }

@@ -23,7 +23,11 @@ const FIELDS: [(&str, Setter); 8] = [
 
 async fn seed(db: &magnum_db::Database) -> Cluster {
     db.clusters()
-        .create(Cluster { name: Some("race".into()), project_id: Some("p".into()), ..Default::default() })
+        .create(Cluster {
+            name: Some("race".into()),
+            project_id: Some("p".into()),
+            ..Default::default()
+        })
         .await
         .unwrap()
 }
@@ -37,7 +41,8 @@ async fn concurrent_saves_of_different_fields_all_persist() {
         let barrier = Arc::new(Barrier::new(FIELDS.len()));
         let mut tasks = Vec::new();
         for (i, (_, set)) in FIELDS.into_iter().enumerate() {
-            let (db, uuid, ctx, barrier) = (t.db.clone(), uuid.clone(), ctx.clone(), barrier.clone());
+            let (db, uuid, ctx, barrier) =
+                (t.db.clone(), uuid.clone(), ctx.clone(), barrier.clone());
             tasks.push(tokio::spawn(async move {
                 // Every writer reads before any writes: each holds a stale copy of the others' fields.
                 let original = db.clusters().get_by_uuid(&ctx, &uuid).await.unwrap();
@@ -70,7 +75,8 @@ async fn concurrent_saves_of_the_same_field_never_overwrite_silently() {
         let barrier = Arc::new(Barrier::new(writers));
         let mut tasks = Vec::new();
         for i in 0..writers {
-            let (db, uuid, ctx, barrier) = (t.db.clone(), uuid.clone(), ctx.clone(), barrier.clone());
+            let (db, uuid, ctx, barrier) =
+                (t.db.clone(), uuid.clone(), ctx.clone(), barrier.clone());
             tasks.push(tokio::spawn(async move {
                 let original = db.clusters().get_by_uuid(&ctx, &uuid).await.unwrap();
                 barrier.wait().await;
@@ -87,7 +93,12 @@ async fn concurrent_saves_of_the_same_field_never_overwrite_silently() {
                 (_, Err(e)) => panic!("unexpected error: {e}"),
             }
         }
-        assert_eq!(winners.len(), 1, "{}: exactly one writer based on the same read may win", t.engine);
+        assert_eq!(
+            winners.len(),
+            1,
+            "{}: exactly one writer based on the same read may win",
+            t.engine
+        );
         let after = t.db.clusters().get_by_uuid(&ctx, &uuid).await.unwrap();
         assert_eq!(after.status_reason, Some(format!("writer {}", winners[0])));
     });
@@ -126,18 +137,29 @@ async fn read_modify_write_with_retry_on_conflict_loses_no_increment() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_heartbeats_all_count() {
     on_every_engine!(at_head, |t| {
-        t.db.magnum_services().create(Some("h"), "magnum-conductor").await.unwrap();
+        t.db.magnum_services()
+            .create(Some("h"), "magnum-conductor")
+            .await
+            .unwrap();
         let mut tasks = Vec::new();
         for _ in 0..20 {
             let db = t.db.clone();
             tasks.push(tokio::spawn(async move {
-                db.magnum_services().report_state_up(Some("h"), "magnum-conductor").await.unwrap();
+                db.magnum_services()
+                    .report_state_up(Some("h"), "magnum-conductor")
+                    .await
+                    .unwrap();
             }));
         }
         for task in tasks {
             task.await.unwrap();
         }
-        let row = t.db.magnum_services().get_by_host_and_binary(Some("h"), "magnum-conductor").await.unwrap().unwrap();
+        let row =
+            t.db.magnum_services()
+                .get_by_host_and_binary(Some("h"), "magnum-conductor")
+                .await
+                .unwrap()
+                .unwrap();
         assert_eq!(row.report_count, 20);
         assert!(row.last_seen_up.is_some());
     });

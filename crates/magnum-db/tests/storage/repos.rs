@@ -27,7 +27,13 @@ fn admin() -> RequestContext {
     }
 }
 
-async fn template(db: &Database, project: &str, name: &str, public: bool, hidden: bool) -> ClusterTemplate {
+async fn template(
+    db: &Database,
+    project: &str,
+    name: &str,
+    public: bool,
+    hidden: bool,
+) -> ClusterTemplate {
     db.cluster_templates()
         .create(ClusterTemplate {
             name: Some(name.into()),
@@ -72,7 +78,12 @@ async fn nodegroup(db: &Database, c: &Cluster, name: &str, role: &str, count: i3
 }
 
 async fn raw_text(db: &Database, sql: &str) -> Option<String> {
-    let row = db.conn().query_one_raw(Statement::from_string(db.backend(), sql)).await.unwrap().unwrap();
+    let row = db
+        .conn()
+        .query_one_raw(Statement::from_string(db.backend(), sql))
+        .await
+        .unwrap()
+        .unwrap();
     row.try_get_by_index::<Option<String>>(0).unwrap()
 }
 
@@ -86,19 +97,33 @@ async fn cluster_create_fills_upstream_defaults_and_json_text() {
         assert!(c.created_at.is_some() && c.updated_at.is_none());
         assert_eq!(c.floating_ip_enabled, Some(true));
         assert_eq!(c.master_lb_enabled, Some(false));
-        assert_eq!(raw_text(db, "SELECT labels FROM cluster").await.as_deref(), Some("{}"));
-        assert_eq!(ct.server_type, None, "upstream writes NULL, not the column default");
+        assert_eq!(
+            raw_text(db, "SELECT labels FROM cluster").await.as_deref(),
+            Some("{}")
+        );
+        assert_eq!(
+            ct.server_type, None,
+            "upstream writes NULL, not the column default"
+        );
 
         let mut labelled = c.clone();
-        labelled.labels = Some(magnum_db::json::dumps(&serde_json::json!({"kube_tag": "v1.30.4", "note": "café"})));
+        labelled.labels = Some(magnum_db::json::dumps(
+            &serde_json::json!({"kube_tag": "v1.30.4", "note": "café"}),
+        ));
         db.clusters().save(&c, &labelled).await.unwrap();
         assert_eq!(
             raw_text(db, "SELECT labels FROM cluster").await.as_deref(),
             Some(r#"{"kube_tag": "v1.30.4", "note": "caf\u00e9"}"#)
         );
 
-        let dup = Cluster { uuid: c.uuid.clone(), ..Default::default() };
-        assert!(matches!(db.clusters().create(dup).await, Err(Error::ClusterAlreadyExists { .. })));
+        let dup = Cluster {
+            uuid: c.uuid.clone(),
+            ..Default::default()
+        };
+        assert!(matches!(
+            db.clusters().create(dup).await,
+            Err(Error::ClusterAlreadyExists { .. })
+        ));
     });
 }
 
@@ -112,23 +137,55 @@ async fn cluster_lookups_respect_tenants_and_names() {
         let repo = db.clusters();
         let uuid = c1.uuid.as_deref().unwrap();
 
-        assert_eq!(repo.get_by_uuid(&member("p1"), uuid).await.unwrap().id, c1.id);
-        assert!(matches!(repo.get_by_uuid(&member("p2"), uuid).await, Err(Error::ClusterNotFound { .. })));
-        assert_eq!(repo.get_by_id(&member("p1"), c1.id).await.unwrap().id, c1.id);
+        assert_eq!(
+            repo.get_by_uuid(&member("p1"), uuid).await.unwrap().id,
+            c1.id
+        );
+        assert!(matches!(
+            repo.get_by_uuid(&member("p2"), uuid).await,
+            Err(Error::ClusterNotFound { .. })
+        ));
+        assert_eq!(
+            repo.get_by_id(&member("p1"), c1.id).await.unwrap().id,
+            c1.id
+        );
         let e = repo.get_by_name(&member("p1"), "same").await.unwrap_err();
-        assert!(e.to_string().starts_with("Multiple clusters exist with same name"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("Multiple clusters exist with same name"),
+            "{e}"
+        );
         assert_eq!(e.kind(), magnum_core::ErrorKind::Conflict);
-        assert_eq!(repo.get_by_name(&member("p2"), "other").await.unwrap().id, c3.id);
+        assert_eq!(
+            repo.get_by_name(&member("p2"), "other").await.unwrap().id,
+            c3.id
+        );
 
         // Admins see other projects only when asking for all tenants.
         assert!(repo.get_by_uuid(&admin(), uuid).await.is_err());
-        assert!(repo.get_by_uuid(&RequestContext::admin_all_tenants(), uuid).await.is_ok());
+        assert!(
+            repo.get_by_uuid(&RequestContext::admin_all_tenants(), uuid)
+                .await
+                .is_ok()
+        );
         // A context without a project is scoped to its user.
-        let user_only = RequestContext { user_id: Some("user-p2".into()), ..Default::default() };
-        assert_eq!(repo.list(&user_only, &ClusterFilters::default(), &Page::default()).await.unwrap().len(), 1);
+        let user_only = RequestContext {
+            user_id: Some("user-p2".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            repo.list(&user_only, &ClusterFilters::default(), &Page::default())
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
 
         repo.destroy(&Identity::Uuid(uuid.into())).await.unwrap();
-        let e = repo.destroy(&Identity::Uuid(uuid.into())).await.unwrap_err();
+        let e = repo
+            .destroy(&Identity::Uuid(uuid.into()))
+            .await
+            .unwrap_err();
         assert_eq!(e.to_string(), format!("Cluster {uuid} could not be found."));
     });
 }
@@ -139,7 +196,10 @@ async fn cluster_lists_filter_sort_and_page_by_keyset() {
         let db = &t.db;
         let all = RequestContext::admin_all_tenants();
         let mut made = Vec::new();
-        for (i, name) in ["delta", "alpha", "charlie", "bravo", "echo"].iter().enumerate() {
+        for (i, name) in ["delta", "alpha", "charlie", "bravo", "echo"]
+            .iter()
+            .enumerate()
+        {
             let c = cluster(db, if i % 2 == 0 { "p1" } else { "p2" }, name, "t").await;
             nodegroup(db, &c, "default-master", "master", 1).await;
             nodegroup(db, &c, "default-worker", "worker", i as i32 + 1).await;
@@ -150,11 +210,22 @@ async fn cluster_lists_filter_sort_and_page_by_keyset() {
         let none = ClusterFilters::default();
 
         // Default order is creation order (id).
-        let ids: Vec<i32> = repo.list(&all, &none, &Page::default()).await.unwrap().iter().map(|c| c.id).collect();
+        let ids: Vec<i32> = repo
+            .list(&all, &none, &Page::default())
+            .await
+            .unwrap()
+            .iter()
+            .map(|c| c.id)
+            .collect();
         assert_eq!(ids, made.iter().map(|c| c.id).collect::<Vec<_>>());
 
         // Walk by name descending, two per page, with the last row as marker.
-        let mut page = Page { limit: Some(2), sort_key: Some("name".into()), sort_dir: SortDir::Desc, marker: None };
+        let mut page = Page {
+            limit: Some(2),
+            sort_key: Some("name".into()),
+            sort_dir: SortDir::Desc,
+            marker: None,
+        };
         let mut names = Vec::new();
         loop {
             let rows = repo.list(&all, &none, &page).await.unwrap();
@@ -166,25 +237,68 @@ async fn cluster_lists_filter_sort_and_page_by_keyset() {
         }
         assert_eq!(names, ["echo", "delta", "charlie", "bravo", "alpha"]);
 
-        let bad = Page { sort_key: Some("nope".into()), ..Page::default() };
+        let bad = Page {
+            sort_key: Some("nope".into()),
+            ..Page::default()
+        };
         let e = repo.list(&all, &none, &bad).await.unwrap_err();
-        assert_eq!(e.to_string(), "The sort_key value \"nope\" is an invalid field for sorting");
+        assert_eq!(
+            e.to_string(),
+            "The sort_key value \"nope\" is an invalid field for sorting"
+        );
 
         // node_count sums every non-master nodegroup; master_count the master ones.
-        let f = ClusterFilters { node_count: Some(5), ..Default::default() }; // charlie: 3 + 2
+        let f = ClusterFilters {
+            node_count: Some(5),
+            ..Default::default()
+        }; // charlie: 3 + 2
         let hits = repo.list(&all, &f, &Page::default()).await.unwrap();
-        assert_eq!(hits.iter().map(|c| c.name.clone().unwrap()).collect::<Vec<_>>(), ["charlie"]);
-        let f = ClusterFilters { master_count: Some(1), project_id: Some("p2".into()), ..Default::default() };
+        assert_eq!(
+            hits.iter()
+                .map(|c| c.name.clone().unwrap())
+                .collect::<Vec<_>>(),
+            ["charlie"]
+        );
+        let f = ClusterFilters {
+            master_count: Some(1),
+            project_id: Some("p2".into()),
+            ..Default::default()
+        };
         assert_eq!(repo.count(&all, &f).await.unwrap(), 2);
-        let f = ClusterFilters { status: Some(vec!["CREATE_COMPLETE".into(), "CREATE_IN_PROGRESS".into()]), ..Default::default() };
+        let f = ClusterFilters {
+            status: Some(vec!["CREATE_COMPLETE".into(), "CREATE_IN_PROGRESS".into()]),
+            ..Default::default()
+        };
         assert_eq!(repo.count(&all, &f).await.unwrap(), 5);
         assert_eq!(repo.count(&member("p1"), &none).await.unwrap(), 3);
 
-        assert_eq!(repo.stats(None).await.unwrap(), ClusterStats { clusters: 5, nodes: 5 + 15 + 10 });
-        assert_eq!(repo.stats(Some("p2")).await.unwrap(), ClusterStats { clusters: 2, nodes: 2 + (2 + 4) + 4 });
-        assert_eq!(repo.stats(Some("nobody")).await.unwrap(), ClusterStats { clusters: 0, nodes: 0 });
+        assert_eq!(
+            repo.stats(None).await.unwrap(),
+            ClusterStats {
+                clusters: 5,
+                nodes: 5 + 15 + 10
+            }
+        );
+        assert_eq!(
+            repo.stats(Some("p2")).await.unwrap(),
+            ClusterStats {
+                clusters: 2,
+                nodes: 2 + (2 + 4) + 4
+            }
+        );
+        assert_eq!(
+            repo.stats(Some("nobody")).await.unwrap(),
+            ClusterStats {
+                clusters: 0,
+                nodes: 0
+            }
+        );
 
-        let uuids: Vec<String> = made.iter().take(2).map(|c| c.uuid.clone().unwrap()).collect();
+        let uuids: Vec<String> = made
+            .iter()
+            .take(2)
+            .map(|c| c.uuid.clone().unwrap())
+            .collect();
         assert_eq!(db.nodegroups().for_clusters(&uuids).await.unwrap().len(), 6);
     });
 }
@@ -199,11 +313,28 @@ async fn template_visibility_in_use_rules_and_referenced_delete() {
         let private = template(db, "p2", "private", false, true).await;
         let repo = db.cluster_templates();
 
-        let names = |v: Vec<ClusterTemplate>| v.into_iter().map(|t| t.name.unwrap()).collect::<Vec<_>>();
-        assert_eq!(names(repo.list(&member("p1"), &Page::default()).await.unwrap()), ["own", "public"]);
-        assert_eq!(names(repo.list(&admin(), &Page::default()).await.unwrap()), ["public", "hidden"]);
-        assert_eq!(repo.list(&RequestContext::admin_all_tenants(), &Page::default()).await.unwrap().len(), 4);
-        assert!(repo.get_by_uuid(&member("p1"), private.uuid.as_deref().unwrap()).await.is_err());
+        let names =
+            |v: Vec<ClusterTemplate>| v.into_iter().map(|t| t.name.unwrap()).collect::<Vec<_>>();
+        assert_eq!(
+            names(repo.list(&member("p1"), &Page::default()).await.unwrap()),
+            ["own", "public"]
+        );
+        assert_eq!(
+            names(repo.list(&admin(), &Page::default()).await.unwrap()),
+            ["public", "hidden"]
+        );
+        assert_eq!(
+            repo.list(&RequestContext::admin_all_tenants(), &Page::default())
+                .await
+                .unwrap()
+                .len(),
+            4
+        );
+        assert!(
+            repo.get_by_uuid(&member("p1"), private.uuid.as_deref().unwrap())
+                .await
+                .is_err()
+        );
         assert!(repo.get_by_name(&member("p1"), "public").await.is_ok());
         assert!(repo.get_by_name(&member("p1"), "hidden").await.is_err());
 
@@ -215,7 +346,10 @@ async fn template_visibility_in_use_rules_and_referenced_delete() {
         let own = repo.save(&own, &renamed).await.unwrap();
         let mut flavor = own.clone();
         flavor.flavor_id = Some("m1.large".into());
-        assert!(matches!(repo.save(&own, &flavor).await, Err(Error::ClusterTemplateReferenced { .. })));
+        assert!(matches!(
+            repo.save(&own, &flavor).await,
+            Err(Error::ClusterTemplateReferenced { .. })
+        ));
         let mut publish = own.clone();
         publish.public = Some(true);
         let own = repo.save(&own, &publish).await.unwrap();
@@ -228,10 +362,19 @@ async fn template_visibility_in_use_rules_and_referenced_delete() {
         assert!(repo.save(&own, &two).await.is_err());
         let mut uuid_change = own.clone();
         uuid_change.uuid = Some("other".into());
-        assert!(matches!(repo.save(&own, &uuid_change).await, Err(Error::InvalidParameterValue { .. })));
+        assert!(matches!(
+            repo.save(&own, &uuid_change).await,
+            Err(Error::InvalidParameterValue { .. })
+        ));
 
-        let e = repo.destroy(&Identity::Uuid(uuid.clone())).await.unwrap_err();
-        assert_eq!(e.to_string(), format!("ClusterTemplate {uuid} is referenced by one or multiple clusters."));
+        let e = repo
+            .destroy(&Identity::Uuid(uuid.clone()))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("ClusterTemplate {uuid} is referenced by one or multiple clusters.")
+        );
         repo.destroy(&Identity::Id(public.id)).await.unwrap();
         let _ = hidden;
     });
@@ -244,27 +387,72 @@ async fn nodegroups_are_unique_per_cluster_and_scoped_to_projects() {
         let c = cluster(db, "p1", "c", "t").await;
         let cid = c.uuid.clone().unwrap();
         let w = nodegroup(db, &c, "default-worker", "worker", 3).await;
-        assert_eq!(raw_text(db, "SELECT node_taints FROM nodegroup").await.as_deref(), Some("[]"));
-        let dup = NodeGroup { name: "default-worker".into(), cluster_id: cid.clone(), project_id: "p1".into(), ..Default::default() };
+        assert_eq!(
+            raw_text(db, "SELECT node_taints FROM nodegroup")
+                .await
+                .as_deref(),
+            Some("[]")
+        );
+        let dup = NodeGroup {
+            name: "default-worker".into(),
+            cluster_id: cid.clone(),
+            project_id: "p1".into(),
+            ..Default::default()
+        };
         let e = db.nodegroups().create(dup).await.unwrap_err();
-        assert_eq!(e.to_string(), format!("A node group with name default-worker already exists in the cluster {cid}."));
+        assert_eq!(
+            e.to_string(),
+            format!("A node group with name default-worker already exists in the cluster {cid}.")
+        );
 
         let repo = db.nodegroups();
-        assert_eq!(repo.get_by_name(&member("p1"), &cid, "default-worker").await.unwrap().id, w.id);
-        assert!(repo.get_by_uuid(&member("p2"), &cid, &w.uuid).await.is_err());
+        assert_eq!(
+            repo.get_by_name(&member("p1"), &cid, "default-worker")
+                .await
+                .unwrap()
+                .id,
+            w.id
+        );
+        assert!(
+            repo.get_by_uuid(&member("p2"), &cid, &w.uuid)
+                .await
+                .is_err()
+        );
         // Admins see every project's nodegroups, all_tenants or not.
         assert!(repo.get_by_uuid(&admin(), &cid, &w.uuid).await.is_ok());
 
         let mut m = w.clone();
         m.node_addresses = Some(magnum_db::json::dumps(&["10.0.0.5", "10.0.0.6"]));
         repo.save(&w, &m).await.unwrap();
-        let f = NodeGroupFilters { node_addresses: Some(vec!["10.0.0.5".into(), "10.0.0.6".into()]), ..Default::default() };
-        assert_eq!(repo.list(&member("p1"), &cid, &f, &Page::default()).await.unwrap().len(), 1);
-        let f = NodeGroupFilters { role: Some("master".into()), ..Default::default() };
-        assert!(repo.list(&member("p1"), &cid, &f, &Page::default()).await.unwrap().is_empty());
+        let f = NodeGroupFilters {
+            node_addresses: Some(vec!["10.0.0.5".into(), "10.0.0.6".into()]),
+            ..Default::default()
+        };
+        assert_eq!(
+            repo.list(&member("p1"), &cid, &f, &Page::default())
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+        let f = NodeGroupFilters {
+            role: Some("master".into()),
+            ..Default::default()
+        };
+        assert!(
+            repo.list(&member("p1"), &cid, &f, &Page::default())
+                .await
+                .unwrap()
+                .is_empty()
+        );
         assert_eq!(repo.count(&member("p1"), &cid).await.unwrap(), 1);
-        repo.destroy(&cid, &Identity::Uuid(w.uuid.clone())).await.unwrap();
-        assert!(matches!(repo.destroy(&cid, &Identity::Id(w.id)).await, Err(Error::NodeGroupNotFound { .. })));
+        repo.destroy(&cid, &Identity::Uuid(w.uuid.clone()))
+            .await
+            .unwrap();
+        assert!(matches!(
+            repo.destroy(&cid, &Identity::Id(w.id)).await,
+            Err(Error::NodeGroupNotFound { .. })
+        ));
     });
 }
 
@@ -275,24 +463,55 @@ async fn quotas_services_keypairs_and_federations() {
         let q = db.quotas();
         q.create("p1", "Cluster", 10).await.unwrap();
         let e = q.create("p1", "Cluster", 5).await.unwrap_err();
-        assert_eq!(e.to_string(), "Quota for project p1 already exists for resource Cluster.");
+        assert_eq!(
+            e.to_string(),
+            "Quota for project p1 already exists for resource Cluster."
+        );
         assert_eq!(q.update("p1", "Cluster", 3).await.unwrap().hard_limit, 3);
         assert_eq!(q.get("p1", "Cluster").await.unwrap().hard_limit, 3);
-        assert_eq!(q.list(&QuotaFilters { project_id: Some("p1".into()), ..Default::default() }, &Page::default()).await.unwrap().len(), 1);
+        assert_eq!(
+            q.list(
+                &QuotaFilters {
+                    project_id: Some("p1".into()),
+                    ..Default::default()
+                },
+                &Page::default()
+            )
+            .await
+            .unwrap()
+            .len(),
+            1
+        );
         q.delete("p1", "Cluster").await.unwrap();
         let e = q.delete("p1", "Cluster").await.unwrap_err();
-        assert_eq!(e.to_string(), "Quota could not be found: project_id p1 resource Cluster.");
+        assert_eq!(
+            e.to_string(),
+            "Quota could not be found: project_id p1 resource Cluster."
+        );
 
         let s = db.magnum_services();
-        let first = s.report_state_up(Some("host-a"), "magnum-conductor").await.unwrap();
+        let first = s
+            .report_state_up(Some("host-a"), "magnum-conductor")
+            .await
+            .unwrap();
         assert_eq!(first.report_count, 1);
         let again = s.create(Some("host-a"), "magnum-conductor").await.unwrap();
-        assert_eq!(again.id, first.id, "a duplicate create returns the existing row");
-        let second = s.report_state_up(Some("host-a"), "magnum-conductor").await.unwrap();
+        assert_eq!(
+            again.id, first.id,
+            "a duplicate create returns the existing row"
+        );
+        let second = s
+            .report_state_up(Some("host-a"), "magnum-conductor")
+            .await
+            .unwrap();
         assert_eq!(second.report_count, 2);
         let now = magnum_db::repo::now();
         assert!(magnum_service::is_up(&second, now, 180));
-        assert!(!magnum_service::is_up(&second, now + chrono::Duration::seconds(181), 180));
+        assert!(!magnum_service::is_up(
+            &second,
+            now + chrono::Duration::seconds(181),
+            180
+        ));
         let forced = s.update(second.id, None, None, Some(true)).await.unwrap();
         assert!(!magnum_service::is_up(&forced, now, 180));
         assert_eq!(s.list(None, &Page::default()).await.unwrap().len(), 1);
@@ -300,12 +519,34 @@ async fn quotas_services_keypairs_and_federations() {
 
         let k = db.x509keypairs();
         let kp = k
-            .create(X509KeyPair { project_id: Some("p1".into()), certificate: Some("PEM".into()), ..Default::default() })
+            .create(X509KeyPair {
+                project_id: Some("p1".into()),
+                certificate: Some("PEM".into()),
+                ..Default::default()
+            })
             .await
             .unwrap();
-        assert!(k.get_by_uuid(&member("p1"), kp.uuid.as_deref().unwrap()).await.is_ok());
-        assert!(k.get_by_uuid(&member("p2"), kp.uuid.as_deref().unwrap()).await.is_err());
-        assert_eq!(k.list(&member("p1"), &X509KeyPairFilters::default(), &Page::default()).await.unwrap().len(), 1);
+        assert!(
+            k.get_by_uuid(&member("p1"), kp.uuid.as_deref().unwrap())
+                .await
+                .is_ok()
+        );
+        assert!(
+            k.get_by_uuid(&member("p2"), kp.uuid.as_deref().unwrap())
+                .await
+                .is_err()
+        );
+        assert_eq!(
+            k.list(
+                &member("p1"),
+                &X509KeyPairFilters::default(),
+                &Page::default()
+            )
+            .await
+            .unwrap()
+            .len(),
+            1
+        );
         k.destroy(&Identity::Id(kp.id)).await.unwrap();
 
         let f = db.federations();
@@ -319,12 +560,31 @@ async fn quotas_services_keypairs_and_federations() {
             .await
             .unwrap();
         assert_eq!(fed.properties.as_deref(), Some("{}"));
-        let by_members = FederationFilters { member_ids: Some(vec!["a".into(), "b".into()]), ..Default::default() };
-        assert_eq!(f.list(&member("p1"), &by_members, &Page::default()).await.unwrap().len(), 1);
+        let by_members = FederationFilters {
+            member_ids: Some(vec!["a".into(), "b".into()]),
+            ..Default::default()
+        };
+        assert_eq!(
+            f.list(&member("p1"), &by_members, &Page::default())
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
         assert!(f.get_by_name(&member("p2"), "fed").await.is_err());
         // Federations have no user_id column: a project-less caller sees none.
-        let nobody = RequestContext { user_id: Some("u".into()), ..Default::default() };
-        assert!(f.list(&nobody, &FederationFilters::default(), &Page::default()).await.unwrap().is_empty());
-        f.destroy(&Identity::Uuid(fed.uuid.clone().unwrap())).await.unwrap();
+        let nobody = RequestContext {
+            user_id: Some("u".into()),
+            ..Default::default()
+        };
+        assert!(
+            f.list(&nobody, &FederationFilters::default(), &Page::default())
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        f.destroy(&Identity::Uuid(fed.uuid.clone().unwrap()))
+            .await
+            .unwrap();
     });
 }

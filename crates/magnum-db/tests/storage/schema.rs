@@ -13,9 +13,18 @@ use crate::on_every_engine;
 async fn upgrade_creates_head_then_is_a_no_op() {
     on_every_engine!(empty, |t| {
         assert_eq!(schema::current_revision(&t.db).await.unwrap(), None);
-        assert_eq!(schema::upgrade(&t.db).await.unwrap(), UpgradeOutcome::Created);
-        assert_eq!(schema::current_revision(&t.db).await.unwrap().as_deref(), Some(ALEMBIC_HEAD));
-        assert_eq!(schema::upgrade(&t.db).await.unwrap(), UpgradeOutcome::AlreadyAtHead);
+        assert_eq!(
+            schema::upgrade(&t.db).await.unwrap(),
+            UpgradeOutcome::Created
+        );
+        assert_eq!(
+            schema::current_revision(&t.db).await.unwrap().as_deref(),
+            Some(ALEMBIC_HEAD)
+        );
+        assert_eq!(
+            schema::upgrade(&t.db).await.unwrap(),
+            UpgradeOutcome::AlreadyAtHead
+        );
         schema::ensure_at_head(&t.db).await.unwrap();
     });
 }
@@ -27,13 +36,21 @@ async fn exec(t: &TestDb, sql: &str) {
 #[tokio::test]
 async fn other_revisions_are_refused_with_advice() {
     on_every_engine!(at_head, |t| {
-        exec(&t, "UPDATE alembic_version SET version_num = 'd7e6a4d39fe4'").await;
+        exec(
+            &t,
+            "UPDATE alembic_version SET version_num = 'd7e6a4d39fe4'",
+        )
+        .await;
         let e = schema::upgrade(&t.db).await.unwrap_err();
         assert!(matches!(e, SchemaError::OlderRevision { .. }), "{e}");
         assert!(e.to_string().contains("magnum-db-manage upgrade"), "{e}");
         assert!(schema::ensure_at_head(&t.db).await.is_err());
 
-        exec(&t, "UPDATE alembic_version SET version_num = 'ffffffffffff'").await;
+        exec(
+            &t,
+            "UPDATE alembic_version SET version_num = 'ffffffffffff'",
+        )
+        .await;
         let e = schema::upgrade(&t.db).await.unwrap_err();
         assert!(matches!(e, SchemaError::UnknownRevision { .. }), "{e}");
     });
@@ -50,10 +67,17 @@ async fn magnum_tables_without_a_version_are_refused() {
 
 /// Upstream 23.0.0's `SHOW CREATE TABLE` output, by table, AUTO_INCREMENT counters removed.
 fn reference_tables() -> BTreeMap<String, String> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixtures/magnum-head-mariadb.sql");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/fixtures/magnum-head-mariadb.sql"
+    );
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
     text.split("\n;\n")
-        .filter_map(|chunk| chunk.find("CREATE TABLE `").map(|i| chunk[i..].trim().to_owned()))
+        .filter_map(|chunk| {
+            chunk
+                .find("CREATE TABLE `")
+                .map(|i| chunk[i..].trim().to_owned())
+        })
         .map(|stmt| {
             let name = stmt.split('`').nth(1).unwrap().to_owned();
             (name, stmt)
@@ -70,17 +94,21 @@ fn strip_auto_increment(stmt: &str) -> String {
 
 #[tokio::test]
 async fn mariadb_schema_equals_upstream_reference() {
-    let Some(t) = TestDb::at_head(Engine::MySql).await else { return };
+    let Some(t) = TestDb::at_head(Engine::MySql).await else {
+        return;
+    };
     let reference = reference_tables();
     assert_eq!(reference.len(), TABLES.len());
     for table in TABLES {
-        let row = t
-            .db
-            .conn()
-            .query_one_raw(Statement::from_string(t.db.backend(), format!("SHOW CREATE TABLE `{table}`")))
-            .await
-            .unwrap()
-            .unwrap();
+        let row =
+            t.db.conn()
+                .query_one_raw(Statement::from_string(
+                    t.db.backend(),
+                    format!("SHOW CREATE TABLE `{table}`"),
+                ))
+                .await
+                .unwrap()
+                .unwrap();
         let ours = strip_auto_increment(&row.try_get_by_index::<String>(1).unwrap());
         let theirs = &reference[table];
         assert_eq!(&ours, theirs, "table {table} differs from upstream's");
@@ -97,7 +125,11 @@ async fn describe(t: &TestDb, table: &str) -> (Vec<(String, bool)>, Vec<Vec<Stri
     let mut uniques: Vec<Vec<String>> = Vec::new();
     match t.engine {
         Engine::Sqlite => {
-            for r in conn.query_all_raw(q(format!("PRAGMA table_info(\"{table}\")"))).await.unwrap() {
+            for r in conn
+                .query_all_raw(q(format!("PRAGMA table_info(\"{table}\")")))
+                .await
+                .unwrap()
+            {
                 let name: String = r.try_get_by_index(1).unwrap();
                 let notnull: i32 = r.try_get_by_index(3).unwrap();
                 cols.push((name, notnull == 0));
@@ -110,12 +142,19 @@ async fn describe(t: &TestDb, table: &str) -> (Vec<(String, bool)>, Vec<Vec<Stri
             let mut by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
             for r in conn.query_all_raw(q(sql)).await.unwrap() {
                 let n: String = r.try_get_by_index(0).unwrap();
-                by_name.entry(n).or_default().push(r.try_get_by_index(1).unwrap());
+                by_name
+                    .entry(n)
+                    .or_default()
+                    .push(r.try_get_by_index(1).unwrap());
             }
             uniques = by_name.into_values().collect();
         }
         Engine::MySql | Engine::Postgres => {
-            let schema = if t.engine == Engine::MySql { "DATABASE()" } else { "current_schema()" };
+            let schema = if t.engine == Engine::MySql {
+                "DATABASE()"
+            } else {
+                "current_schema()"
+            };
             let sql = format!(
                 "SELECT column_name, is_nullable FROM information_schema.columns \
                  WHERE table_schema = {schema} AND table_name = '{table}' ORDER BY ordinal_position"
@@ -135,7 +174,10 @@ async fn describe(t: &TestDb, table: &str) -> (Vec<(String, bool)>, Vec<Vec<Stri
             let mut by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
             for r in conn.query_all_raw(q(sql)).await.unwrap() {
                 let n: String = r.try_get_by_index(0).unwrap();
-                by_name.entry(n).or_default().push(r.try_get_by_index(1).unwrap());
+                by_name
+                    .entry(n)
+                    .or_default()
+                    .push(r.try_get_by_index(1).unwrap());
             }
             uniques = by_name.into_values().collect();
         }
@@ -149,7 +191,9 @@ async fn every_engine_has_the_same_tables_columns_and_unique_keys() {
     // SQLite's schema is the yardstick when no server is configured; MariaDB's otherwise.
     let mut reference: Option<BTreeMap<&str, (Vec<(String, bool)>, Vec<Vec<String>>)>> = None;
     for engine in [Engine::MySql, Engine::Postgres, Engine::Sqlite] {
-        let Some(t) = TestDb::at_head(engine).await else { continue };
+        let Some(t) = TestDb::at_head(engine).await else {
+            continue;
+        };
         let mut described = BTreeMap::new();
         for table in TABLES {
             let d = describe(&t, table).await;
@@ -157,10 +201,22 @@ async fn every_engine_has_the_same_tables_columns_and_unique_keys() {
             described.insert(table, d);
         }
         // Spot checks that tie this to the head schema, whatever the engine.
-        assert_eq!(described["nodegroup"].1, vec![vec!["cluster_id".to_string(), "name".to_string()], vec!["uuid".to_string()]], "{engine}");
+        assert_eq!(
+            described["nodegroup"].1,
+            vec![
+                vec!["cluster_id".to_string(), "name".to_string()],
+                vec!["uuid".to_string()]
+            ],
+            "{engine}"
+        );
         assert_eq!(described["cluster"].0.len(), 31);
         assert_eq!(described["cluster_template"].0.len(), 36);
-        assert!(!described["magnum_service"].0.iter().any(|(c, n)| c == "report_count" && *n));
+        assert!(
+            !described["magnum_service"]
+                .0
+                .iter()
+                .any(|(c, n)| c == "report_count" && *n)
+        );
         match &reference {
             None => reference = Some(described),
             Some(r) => assert_eq!(r, &described, "{engine} differs"),

@@ -1,0 +1,11 @@
+//! Domain types shared by every layer of magnum-rs: ids, statuses, the request context,
+//! domain errors and the magnum.conf option registry. Depends on nothing heavier than serde.
+
+pub mod context;
+pub mod error;
+pub mod ids;
+pub mod status;
+
+pub use context::RequestContext;
+pub use error::{Error, ErrorKind, Result};
+pub mod config;
