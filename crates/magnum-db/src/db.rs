@@ -58,6 +58,43 @@ pub struct Database {
     settings: DbSettings,
 }
 
+/// One direct connection attempt before the pool exists: a pool retries refused connections
+/// until its timeout and then reports only "pool timed out", which tells an operator nothing.
+async fn probe(url: &DbUrl, timeout: Duration) -> Result<()> {
+    use sqlx::ConnectOptions as _;
+    let unavailable = |e: String| {
+        Error::DatabaseUnavailable(format!("cannot connect to {}: {e}", url.redacted()))
+    };
+    let attempt = async {
+        match url.engine {
+            Engine::MySql => {
+                let opts: sqlx::mysql::MySqlConnectOptions = url
+                    .sqlx_url
+                    .parse()
+                    .map_err(|e: sqlx::Error| e.to_string())?;
+                opts.connect().await.map(drop).map_err(|e| e.to_string())
+            }
+            Engine::Postgres => {
+                let opts: sqlx::postgres::PgConnectOptions = url
+                    .sqlx_url
+                    .parse()
+                    .map_err(|e: sqlx::Error| e.to_string())?;
+                opts.connect().await.map(drop).map_err(|e| e.to_string())
+            }
+            // A file or memory: nothing to reach.
+            Engine::Sqlite => Ok(()),
+        }
+    };
+    match tokio::time::timeout(timeout, attempt).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(unavailable(e)),
+        Err(_) => Err(unavailable(format!(
+            "no answer within {} s",
+            timeout.as_secs()
+        ))),
+    }
+}
+
 pub(crate) type TxFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, TxError>> + Send + 'a>>;
 
 impl Database {
@@ -101,6 +138,7 @@ impl Database {
                     .create_if_missing(true)
             })
             .map_sqlx_postgres_opts(|o| o.options([("timezone", "UTC")]));
+        probe(url, Duration::from_secs(settings.pool_timeout)).await?;
         let conn = sea_orm::Database::connect(opts).await.map_err(|e| {
             Error::DatabaseUnavailable(format!(
                 "cannot connect to {}: {}",

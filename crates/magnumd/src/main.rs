@@ -1,1 +1,121 @@
-fn main() {}
+//! `magnumd`: the one binary of magnum-rs. This file is CLI parsing and wiring only.
+
+mod commands;
+mod settings;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use magnum_core::config::{self, Config};
+
+/// magnum-rs: OpenStack Magnum (container infrastructure management) rebuilt in Rust.
+#[derive(Parser, Debug)]
+#[command(name = "magnumd", version, about)]
+struct Cli {
+    /// A magnum.conf to read; repeat for several (later files win). Without any, the files
+    /// oslo.config would find are read (~/.magnum/, ~/, /etc/magnum/, /etc/).
+    #[arg(long = "config-file", value_name = "PATH", global = true)]
+    config_file: Vec<PathBuf>,
+    /// A directory of *.conf files read after the config files, in sorted order.
+    #[arg(long = "config-dir", value_name = "DIR", global = true)]
+    config_dir: Vec<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Database schema tools (the schema is upstream's Alembic head b3e1cf4a2d5e).
+    Db {
+        #[command(subcommand)]
+        command: DbCommand,
+    },
+    /// Configuration tools.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum DbCommand {
+    /// Create the schema on an empty database; a database already at head is left alone.
+    Upgrade,
+    /// Print the database's Alembic revision.
+    Version,
+}
+
+#[derive(Subcommand, Debug)]
+enum ConfigCommand {
+    /// Print a commented magnum.conf with every option, its default and its help.
+    Sample,
+}
+
+/// Why a command failed, and so which exit status it gets.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    /// Bad configuration: exit 2, like a usage error.
+    #[error("{0}")]
+    Config(String),
+    /// The work itself failed (database unreachable, schema refused): exit 1.
+    #[error("{0}")]
+    Runtime(String),
+}
+
+fn main() -> ExitCode {
+    // One TLS crypto provider for the whole process, before anything opens a connection.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One line, no backtrace: this is what an operator reads.
+            let _ = writeln!(std::io::stderr(), "magnumd: error: {e}");
+            match e {
+                Failure::Config(_) => ExitCode::from(2),
+                Failure::Runtime(_) => ExitCode::from(1),
+            }
+        }
+    }
+}
+
+fn load_config(cli: &Cli) -> Result<Config, Failure> {
+    let (files, dirs) = if cli.config_file.is_empty() && cli.config_dir.is_empty() {
+        (
+            config::default_config_files(Some("magnum")),
+            config::default_config_dirs(Some("magnum")),
+        )
+    } else {
+        (cli.config_file.clone(), cli.config_dir.clone())
+    };
+    Config::load(&files, &dirs).map_err(|e| Failure::Config(e.to_string()))
+}
+
+fn run(cli: Cli) -> Result<(), Failure> {
+    if let Command::Config {
+        command: ConfigCommand::Sample,
+    } = cli.command
+    {
+        return commands::write_stdout(&config::sample());
+    }
+    let cfg = load_config(&cli)?;
+    settings::init_logging(&cfg);
+    for warning in cfg.warnings() {
+        tracing::warn!("{warning}");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Runtime(format!("cannot start the async runtime: {e}")))?;
+    match cli.command {
+        Command::Db {
+            command: DbCommand::Upgrade,
+        } => runtime.block_on(commands::db_upgrade(&cfg)),
+        Command::Db {
+            command: DbCommand::Version,
+        } => runtime.block_on(commands::db_version(&cfg)),
+        Command::Config { .. } => Ok(()),
+    }
+}

@@ -116,72 +116,67 @@ async fn mariadb_schema_equals_upstream_reference() {
     t.drop().await;
 }
 
-/// Column names in order, nullability, and the unique keys' columns, read from the engine.
-async fn describe(t: &TestDb, table: &str) -> (Vec<(String, bool)>, Vec<Vec<String>>) {
+type Columns = Vec<(String, bool)>;
+type UniqueKeys = Vec<Vec<String>>;
+
+/// Column names in order with their nullability, and the unique keys' columns, as the engine
+/// itself reports them.
+async fn describe(t: &TestDb, table: &str) -> (Columns, UniqueKeys) {
     let conn = t.db.conn();
     let backend = t.db.backend();
-    let q = |sql: String| Statement::from_string(backend, sql);
-    let mut cols = Vec::new();
-    let mut uniques: Vec<Vec<String>> = Vec::new();
-    match t.engine {
-        Engine::Sqlite => {
-            for r in conn
-                .query_all_raw(q(format!("PRAGMA table_info(\"{table}\")")))
-                .await
-                .unwrap()
-            {
-                let name: String = r.try_get_by_index(1).unwrap();
-                let notnull: i32 = r.try_get_by_index(3).unwrap();
-                cols.push((name, notnull == 0));
-            }
-            let sql = format!(
+    let rows = |sql: String| async move {
+        conn.query_all_raw(Statement::from_string(backend, sql))
+            .await
+            .unwrap()
+    };
+    let (columns_sql, unique_sql) = match t.engine {
+        Engine::Sqlite => (
+            format!("SELECT name, \"notnull\" = 0 FROM pragma_table_info('{table}') ORDER BY cid"),
+            format!(
                 "SELECT il.name, ii.name FROM pragma_index_list('{table}') il \
                  JOIN pragma_index_info(il.name) ii WHERE il.origin = 'u' AND il.\"unique\" = 1 \
                  ORDER BY il.name, ii.seqno"
-            );
-            let mut by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
-            for r in conn.query_all_raw(q(sql)).await.unwrap() {
-                let n: String = r.try_get_by_index(0).unwrap();
-                by_name
-                    .entry(n)
-                    .or_default()
-                    .push(r.try_get_by_index(1).unwrap());
-            }
-            uniques = by_name.into_values().collect();
-        }
+            ),
+        ),
         Engine::MySql | Engine::Postgres => {
             let schema = if t.engine == Engine::MySql {
                 "DATABASE()"
             } else {
                 "current_schema()"
             };
-            let sql = format!(
-                "SELECT column_name, is_nullable FROM information_schema.columns \
-                 WHERE table_schema = {schema} AND table_name = '{table}' ORDER BY ordinal_position"
-            );
-            for r in conn.query_all_raw(q(sql)).await.unwrap() {
-                let name: String = r.try_get_by_index(0).unwrap();
-                let nullable: String = r.try_get_by_index(1).unwrap();
-                cols.push((name, nullable == "YES"));
-            }
-            let sql = format!(
-                "SELECT tc.constraint_name, kcu.column_name FROM information_schema.table_constraints tc \
-                 JOIN information_schema.key_column_usage kcu ON tc.constraint_name = kcu.constraint_name \
-                 AND tc.table_schema = kcu.table_schema AND tc.table_name = kcu.table_name \
-                 WHERE tc.table_schema = {schema} AND tc.table_name = '{table}' AND tc.constraint_type = 'UNIQUE' \
-                 ORDER BY tc.constraint_name, kcu.ordinal_position"
-            );
-            let mut by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
-            for r in conn.query_all_raw(q(sql)).await.unwrap() {
-                let n: String = r.try_get_by_index(0).unwrap();
-                by_name
-                    .entry(n)
-                    .or_default()
-                    .push(r.try_get_by_index(1).unwrap());
-            }
-            uniques = by_name.into_values().collect();
+            (
+                format!(
+                    "SELECT column_name, is_nullable = 'YES' FROM information_schema.columns \
+                     WHERE table_schema = {schema} AND table_name = '{table}' ORDER BY ordinal_position"
+                ),
+                format!(
+                    "SELECT tc.constraint_name, kcu.column_name FROM information_schema.table_constraints tc \
+                     JOIN information_schema.key_column_usage kcu ON tc.constraint_name = kcu.constraint_name \
+                     AND tc.table_schema = kcu.table_schema AND tc.table_name = kcu.table_name \
+                     WHERE tc.table_schema = {schema} AND tc.table_name = '{table}' AND tc.constraint_type = 'UNIQUE' \
+                     ORDER BY tc.constraint_name, kcu.ordinal_position"
+                ),
+            )
         }
+    };
+    let cols = rows(columns_sql)
+        .await
+        .iter()
+        .map(|r| {
+            (
+                r.try_get_by_index::<String>(0).unwrap(),
+                r.try_get_by_index::<bool>(1).unwrap(),
+            )
+        })
+        .collect();
+    let mut by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for r in rows(unique_sql).await {
+        by_name
+            .entry(r.try_get_by_index(0).unwrap())
+            .or_default()
+            .push(r.try_get_by_index(1).unwrap());
     }
+    let mut uniques: UniqueKeys = by_name.into_values().collect();
     uniques.sort();
     (cols, uniques)
 }
@@ -189,7 +184,7 @@ async fn describe(t: &TestDb, table: &str) -> (Vec<(String, bool)>, Vec<Vec<Stri
 #[tokio::test]
 async fn every_engine_has_the_same_tables_columns_and_unique_keys() {
     // SQLite's schema is the yardstick when no server is configured; MariaDB's otherwise.
-    let mut reference: Option<BTreeMap<&str, (Vec<(String, bool)>, Vec<Vec<String>>)>> = None;
+    let mut reference: Option<BTreeMap<&str, (Columns, UniqueKeys)>> = None;
     for engine in [Engine::MySql, Engine::Postgres, Engine::Sqlite] {
         let Some(t) = TestDb::at_head(engine).await else {
             continue;

@@ -1,0 +1,253 @@
+//! The `magnumd` binary as an operator runs it: one test binary (see magnum-db's tests).
+//! MariaDB/PostgreSQL cases run when MAGNUM_TEST_MYSQL_URL / MAGNUM_TEST_POSTGRES_URL are set.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn magnumd(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_magnumd"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn write_conf(dir: &Path, name: &str, body: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    p.display().to_string()
+}
+
+/// Exactly one line on stderr, starting with our prefix, with no panic or backtrace.
+fn assert_one_line_error(out: &Output, code: i32, needle: &str) {
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "stderr: {err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.contains(" WARN ")).collect();
+    assert_eq!(lines.len(), 1, "expected one line, got: {err}");
+    assert!(lines[0].starts_with("magnumd: error: "), "{err}");
+    assert!(lines[0].contains(needle), "{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("backtrace"),
+        "{err}"
+    );
+}
+
+fn upgrade_then_version(connection: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = write_conf(
+        dir.path(),
+        "magnum.conf",
+        &format!("[database]\nconnection = {connection}\n"),
+    );
+    let v = magnumd(&["--config-file", &conf, "db", "version"]);
+    assert!(v.status.success(), "{}", text(&v.stderr));
+    assert_eq!(text(&v.stdout), "None\n");
+    for expected in [
+        "Created the schema at Alembic head b3e1cf4a2d5e\n",
+        "Already at Alembic head b3e1cf4a2d5e; nothing to do\n",
+    ] {
+        let up = magnumd(&["--config-file", &conf, "db", "upgrade"]);
+        assert!(up.status.success(), "{}", text(&up.stderr));
+        assert_eq!(text(&up.stdout), expected);
+    }
+    let v = magnumd(&["--config-file", &conf, "db", "version"]);
+    assert_eq!(text(&v.stdout), "b3e1cf4a2d5e\n");
+}
+
+/// Run one SQL statement on the server named by `var` (a URL without database), through
+/// magnum-db itself, so the tests need no client programs.
+fn server_exec(var: &str, admin_db: &str, sql: &str) {
+    use sea_orm::ConnectionTrait;
+    let base = std::env::var(var).unwrap();
+    let url = format!("{}/{admin_db}", base.trim_end_matches('/'));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let db = magnum_db::Database::connect(magnum_db::DbSettings::new(
+            magnum_db::DbUrl::parse(&url).unwrap(),
+        ))
+        .await
+        .unwrap();
+        db.conn().execute_unprepared(sql).await.unwrap();
+    });
+}
+
+/// A fresh database on the server named by `var`, as an SQLAlchemy URL with `scheme`.
+fn fresh_database(var: &str, scheme: &str) -> Option<(String, String)> {
+    let base = std::env::var(var).ok().filter(|v| !v.is_empty());
+    let Some(base) = base else {
+        assert!(
+            std::env::var("MAGNUM_TEST_REQUIRE_ALL").as_deref() != Ok("1"),
+            "{var} unset"
+        );
+        return None;
+    };
+    let name = format!("magnum_cli_{}", uuid_like());
+    let (admin_db, create) = if scheme.starts_with("mysql") {
+        (
+            "mysql",
+            format!("CREATE DATABASE {name} CHARACTER SET utf8mb4"),
+        )
+    } else {
+        ("postgres", format!("CREATE DATABASE {name}"))
+    };
+    server_exec(var, admin_db, &create);
+    let rest = base.split_once("://").unwrap().1.trim_end_matches('/');
+    Some((format!("{scheme}://{rest}/{name}"), name))
+}
+
+fn uuid_like() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{:x}{}", nanos, std::process::id())
+}
+
+#[test]
+fn db_upgrade_and_version_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    upgrade_then_version(&format!("sqlite:///{}/magnum.sqlite", dir.path().display()));
+}
+
+#[test]
+fn db_upgrade_and_version_on_mariadb() {
+    let Some((url, name)) = fresh_database("MAGNUM_TEST_MYSQL_URL", "mysql+pymysql") else {
+        return;
+    };
+    upgrade_then_version(&url);
+    server_exec(
+        "MAGNUM_TEST_MYSQL_URL",
+        "mysql",
+        &format!("DROP DATABASE {name}"),
+    );
+}
+
+#[test]
+fn db_upgrade_and_version_on_postgresql() {
+    let Some((url, name)) = fresh_database("MAGNUM_TEST_POSTGRES_URL", "postgresql+psycopg2")
+    else {
+        return;
+    };
+    upgrade_then_version(&url);
+    server_exec(
+        "MAGNUM_TEST_POSTGRES_URL",
+        "postgres",
+        &format!("DROP DATABASE {name} WITH (FORCE)"),
+    );
+}
+
+#[test]
+fn a_bad_value_is_one_line_naming_the_option_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = write_conf(dir.path(), "bad.conf", "[api]\nport = abc\n");
+    let out = magnumd(&["--config-file", &conf, "db", "version"]);
+    assert_one_line_error(
+        &out,
+        2,
+        "invalid value for [api] port: 'abc' is not an integer",
+    );
+
+    let conf = write_conf(
+        dir.path(),
+        "bad2.conf",
+        "[database]\nconnection = oracle://scott:tiger@db/orcl\n",
+    );
+    let out = magnumd(&["--config-file", &conf, "db", "upgrade"]);
+    assert_one_line_error(&out, 2, "[database] connection");
+    assert!(!text(&out.stderr).contains("tiger"));
+
+    let out = magnumd(&["--config-file", "/nonexistent/magnum.conf", "db", "version"]);
+    assert_one_line_error(&out, 2, "/nonexistent/magnum.conf");
+}
+
+#[test]
+fn an_unreachable_database_is_one_line_without_the_password() {
+    // Nothing listens on port 1 of loopback.
+    let dir = tempfile::tempdir().unwrap();
+    for url in [
+        "mysql+pymysql://magnum:hunter2@127.0.0.1:1/magnum",
+        "postgresql://magnum:hunter2@127.0.0.1:1/magnum",
+    ] {
+        let conf = write_conf(
+            dir.path(),
+            "m.conf",
+            &format!("[database]\nconnection = {url}\n"),
+        );
+        let out = magnumd(&["--config-file", &conf, "db", "upgrade"]);
+        assert_one_line_error(&out, 1, "cannot connect to");
+        assert!(
+            text(&out.stderr).contains("magnum:****@127.0.0.1:1"),
+            "{}",
+            text(&out.stderr)
+        );
+        assert!(!text(&out.stderr).contains("hunter2"));
+    }
+}
+
+#[test]
+fn unknown_options_warn_and_work_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = write_conf(
+        dir.path(),
+        "m.conf",
+        &format!(
+            "[api]\nno_such_option = 1\n[database]\nconnection = sqlite:///{}/m.sqlite\n",
+            dir.path().display()
+        ),
+    );
+    let out = magnumd(&["--config-file", &conf, "db", "version"]);
+    assert!(out.status.success());
+    assert!(
+        text(&out.stderr).contains("unknown option [api] no_such_option"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn config_sample_lists_sections_and_reads_back_without_warnings() {
+    let out = magnumd(&["config", "sample"]);
+    assert!(out.status.success());
+    let sample = text(&out.stdout);
+    for section in [
+        "[DEFAULT]",
+        "[api]",
+        "[database]",
+        "[keystone_authtoken]",
+        "[x509]",
+        "[oslo_messaging_rabbit]",
+    ] {
+        assert!(sample.contains(section), "{section} missing");
+    }
+    assert!(sample.contains("#port = 9511"));
+    let dir = tempfile::tempdir().unwrap();
+    let conf = write_conf(dir.path(), "sample.conf", &sample);
+    let extra = write_conf(
+        dir.path(),
+        "db.conf",
+        &format!(
+            "[database]\nconnection = sqlite:///{}/m.sqlite\n",
+            dir.path().display()
+        ),
+    );
+    let out = magnumd(&[
+        "--config-file",
+        &conf,
+        "--config-file",
+        &extra,
+        "db",
+        "version",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!text(&out.stderr).contains("WARN"), "{}", text(&out.stderr));
+}

@@ -1,0 +1,61 @@
+# Sourced by scripts/test: make sure the database servers the tests use are installed, running,
+# and have a test account. Safe to run again; every step checks before it acts.
+
+log() { printf '[services] %s\n' "$*" >&2; }
+
+apt_install() {
+    if [ -z "${APT_UPDATED:-}" ]; then
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+        APT_UPDATED=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
+    local limit=$1 what=$2; shift 2
+    for _ in $(seq 1 "$limit"); do
+        if "$@" >/dev/null 2>&1; then return 0; fi
+        sleep 1
+    done
+    log "$what did not come up within ${limit}s"
+    return 1
+}
+
+ensure_mariadb() {
+    if ! command -v mariadbd >/dev/null 2>&1; then
+        log "installing MariaDB"
+        apt_install mariadb-server mariadb-client
+    fi
+    if ! mariadb-admin ping >/dev/null 2>&1; then
+        log "starting MariaDB"
+        mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld 2>/dev/null || true
+        start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
+        wait_for 60 MariaDB mariadb-admin ping
+    fi
+    # Over the local socket as the system's root, then a password account for TCP tests.
+    mariadb -uroot <<'SQL'
+CREATE USER IF NOT EXISTS 'magnum_test'@'localhost' IDENTIFIED BY 'magnum_test';
+CREATE USER IF NOT EXISTS 'magnum_test'@'127.0.0.1' IDENTIFIED BY 'magnum_test';
+GRANT ALL PRIVILEGES ON *.* TO 'magnum_test'@'localhost';
+GRANT ALL PRIVILEGES ON *.* TO 'magnum_test'@'127.0.0.1';
+SQL
+}
+
+ensure_postgres() {
+    if ! command -v pg_ctlcluster >/dev/null 2>&1; then
+        log "installing PostgreSQL"
+        apt_install postgresql
+    fi
+    if ! pg_isready -h 127.0.0.1 -q; then
+        log "starting PostgreSQL"
+        pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -n1)" main start
+        wait_for 60 PostgreSQL pg_isready -h 127.0.0.1 -q
+    fi
+    su postgres -c "psql -q -v ON_ERROR_STOP=1" <<'SQL'
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'magnum_test') THEN
+    CREATE ROLE magnum_test LOGIN CREATEDB PASSWORD 'magnum_test';
+  END IF;
+END $$;
+SQL
+}
