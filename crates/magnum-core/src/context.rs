@@ -11,6 +11,11 @@ pub struct RequestContext {
     pub user_name: Option<String>,
     pub project_name: Option<String>,
     pub domain_id: Option<String>,
+    pub user_domain_id: Option<String>,
+    pub project_domain_id: Option<String>,
+    /// `all` for a system-scoped token (Keystone `X-System-Scope`).
+    pub system_scope: Option<String>,
+    /// Role names as Keystone expands them (implied roles included).
     pub roles: Vec<String>,
     pub is_admin: bool,
     /// `?all_tenants=true` by an admin: lift the tenant filter.
