@@ -9,3 +9,4 @@ pub mod status;
 pub use context::RequestContext;
 pub use error::{Error, ErrorKind, Result};
 pub mod config;
+pub mod policy;
