@@ -1,3 +1,4 @@
-//! Clients for Keystone, Glance, Nova, Neutron, Cinder, Octavia and Barbican.
-//!
-//! Empty until its issue lands; the folder marks where this layer lives.
+//! Clients for the OpenStack services Magnum talks to. Only Keystone token validation lives
+//! here so far; Glance, Nova, Neutron, Cinder, Octavia and Barbican join with their issues.
+
+pub mod keystone;

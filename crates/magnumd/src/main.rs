@@ -1,6 +1,7 @@
 //! `magnumd`: the one binary of magnum-rs. This file is CLI parsing and wiring only.
 
 mod commands;
+mod server;
 mod settings;
 
 use std::io::Write;
@@ -27,6 +28,16 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// The embedded all-in-one default: API (and, with its issue, conductor) in one process.
+    /// With no config file it listens on 127.0.0.1:9511, keeps a SQLite database under the
+    /// data directory, creates its schema itself and uses noauth.
+    Serve {
+        /// Where the SQLite database lives when no [database] connection is configured.
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
+    },
+    /// The REST API on [api] host:port, with Keystone auth, against an upgraded database.
+    Api,
     /// Database schema tools (the schema is upstream's Alembic head b3e1cf4a2d5e).
     Db {
         #[command(subcommand)]
@@ -100,7 +111,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
     {
         return commands::write_stdout(&config::sample());
     }
-    let cfg = load_config(&cli)?;
+    let explicit_config = !cli.config_file.is_empty() || !cli.config_dir.is_empty();
+    let mut cfg = load_config(&cli)?;
+    let found_config = explicit_config || !cfg.files().is_empty();
+    if let Command::Serve { data_dir } = &cli.command {
+        settings::embedded_defaults(&mut cfg, data_dir.as_deref(), found_config)?;
+    }
     settings::init_logging(&cfg);
     for warning in cfg.warnings() {
         tracing::warn!("{warning}");
@@ -116,6 +132,22 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Db {
             command: DbCommand::Version,
         } => runtime.block_on(commands::db_version(&cfg)),
+        Command::Serve { .. } => runtime.block_on(server::run(
+            &cfg,
+            server::ServeOptions {
+                config_dirs: cli.config_dir.clone(),
+                force_noauth: !found_config,
+                upgrade_schema: true,
+            },
+        )),
+        Command::Api => runtime.block_on(server::run(
+            &cfg,
+            server::ServeOptions {
+                config_dirs: cli.config_dir.clone(),
+                force_noauth: false,
+                upgrade_schema: false,
+            },
+        )),
         Command::Config { .. } => Ok(()),
     }
 }

@@ -50,3 +50,30 @@ pub fn db_settings(cfg: &Config) -> Result<DbSettings, Failure> {
     s.db_max_retry_interval = Duration::from_secs(u64::from(d.db_max_retry_interval));
     Ok(s)
 }
+
+/// `magnumd serve` without a config file keeps its SQLite database in a data directory
+/// (`--data-dir`, else `[DEFAULT] state_path`) and creates that directory.
+pub fn embedded_defaults(
+    cfg: &mut Config,
+    data_dir: Option<&std::path::Path>,
+    found_config: bool,
+) -> Result<(), Failure> {
+    if found_config && data_dir.is_none() {
+        return Ok(());
+    }
+    let dir = data_dir
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_else(|| std::path::PathBuf::from(&cfg.default.state_path));
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        Failure::Runtime(format!(
+            "cannot create the data directory {}: {e}",
+            dir.display()
+        ))
+    })?;
+    let dir = dir.canonicalize().unwrap_or(dir);
+    if !found_config || cfg.database.connection.expose().starts_with("sqlite") {
+        cfg.database.connection =
+            magnum_core::config::Secret::new(format!("sqlite:///{}/magnum.sqlite", dir.display()));
+    }
+    Ok(())
+}

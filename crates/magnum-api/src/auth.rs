@@ -1,0 +1,88 @@
+//! Who is calling: Keystone tokens (`keystone`, the default) or trusted headers (`noauth`,
+//! the embedded default only).
+
+use std::sync::Arc;
+
+use http::HeaderMap;
+use magnum_core::RequestContext;
+use magnum_openstack::keystone::{Keystone, KeystoneError};
+
+use crate::error::ApiError;
+
+pub enum Auth {
+    /// Context from `X-Project-Id`, `X-User-Id`, `X-Roles`; by default an admin of `admin`.
+    NoAuth,
+    Keystone {
+        keystone: Arc<Keystone>,
+        www_authenticate_uri: String,
+    },
+}
+
+fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    h.get(name)
+        .and_then(|v| v.to_str().ok())
+        .filter(|s| !s.is_empty())
+}
+
+fn split_roles(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(|r| r.trim().to_owned())
+        .filter(|r| !r.is_empty())
+        .collect()
+}
+
+impl Auth {
+    pub async fn context(&self, headers: &HeaderMap) -> Result<RequestContext, ApiError> {
+        match self {
+            Auth::NoAuth => {
+                let roles = header(headers, "x-roles")
+                    .map(split_roles)
+                    .unwrap_or_else(|| vec!["admin".into(), "member".into(), "reader".into()]);
+                Ok(RequestContext {
+                    user_id: Some(header(headers, "x-user-id").unwrap_or("admin").to_owned()),
+                    project_id: Some(
+                        header(headers, "x-project-id")
+                            .unwrap_or("admin")
+                            .to_owned(),
+                    ),
+                    user_name: header(headers, "x-user-name").map(str::to_owned),
+                    project_name: header(headers, "x-project-name").map(str::to_owned),
+                    system_scope: header(headers, "x-system-scope").map(str::to_owned),
+                    roles,
+                    ..RequestContext::default()
+                })
+            }
+            Auth::Keystone {
+                keystone,
+                www_authenticate_uri,
+            } => {
+                let unauthorized = || ApiError::Unauthorized {
+                    www_authenticate: format!("Keystone uri=\"{www_authenticate_uri}\""),
+                };
+                let token = header(headers, "x-auth-token").ok_or_else(unauthorized)?;
+                let info = match keystone.validate(token).await {
+                    Ok(info) => info,
+                    Err(KeystoneError::InvalidToken) => return Err(unauthorized()),
+                    Err(e) => {
+                        tracing::error!("token validation failed: {e}");
+                        return Err(ApiError::Unavailable(
+                            "The identity service (Keystone) cannot be reached to validate the token; try again later.".into(),
+                        ));
+                    }
+                };
+                Ok(RequestContext {
+                    user_id: Some(info.user_id),
+                    project_id: info.project_id,
+                    user_name: info.user_name,
+                    project_name: info.project_name,
+                    domain_id: info.domain_id,
+                    user_domain_id: info.user_domain_id,
+                    project_domain_id: info.project_domain_id,
+                    system_scope: info.system_scope,
+                    roles: info.roles,
+                    ..RequestContext::default()
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! Request handling from the socket to a resource module: request id, public routes, auth,
+//! microversions, body parsing, explicit routing, and the version headers on the way out.
+
+use std::sync::Arc;
+
+use axum::body::{Body, to_bytes};
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use magnum_core::RequestContext;
+use serde_json::Value;
+
+use crate::AppState;
+use crate::error::{ApiError, ApiResult, json_response};
+use crate::version::{ApiVersion, SERVICE, negotiate};
+
+/// Largest request body accepted (upstream has no tighter limit; templates are small).
+const BODY_LIMIT: usize = 1 << 20;
+
+/// One parsed request, as resource modules see it.
+pub struct Req {
+    pub method: Method,
+    /// Path segments after `v1`.
+    pub segs: Vec<String>,
+    pub query: Vec<(String, String)>,
+    pub body: Option<Value>,
+    pub ctx: RequestContext,
+    pub version: ApiVersion,
+    /// `<scheme>://<host>` for links.
+    pub base: String,
+}
+
+impl Req {
+    /// Upstream refuses query parameters a handler does not take.
+    pub fn allow_query(&self, allowed: &[&str]) -> ApiResult<()> {
+        match self
+            .query
+            .iter()
+            .find(|(k, _)| !allowed.contains(&k.as_str()))
+        {
+            Some((k, _)) => Err(ApiError::BadRequest(format!("Unknown argument: \"{k}\""))),
+            None => Ok(()),
+        }
+    }
+
+    pub fn query(&self, key: &str) -> Option<&str> {
+        self.query
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+pub async fn handle(State(app): State<Arc<AppState>>, request: Request) -> Response {
+    let request_id = format!("req-{}", uuid::Uuid::new_v4());
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let mut resp = dispatch(&app, request).await;
+    tracing::info!(%request_id, %method, %path, status = resp.status().as_u16(), "request");
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        resp.headers_mut().insert("x-openstack-request-id", v);
+    }
+    resp
+}
+
+fn base_url(headers: &HeaderMap, https: bool) -> String {
+    let get = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
+    let scheme = get("x-forwarded-proto").unwrap_or(if https { "https" } else { "http" });
+    let host = get("x-forwarded-host")
+        .or_else(|| get("host"))
+        .unwrap_or("localhost");
+    format!("{scheme}://{host}")
+}
+
+fn add_version_headers(resp: &mut Response, v: ApiVersion) {
+    let h = resp.headers_mut();
+    let pairs = [
+        ("openstack-api-minimum-version", format!("{SERVICE} 1.1")),
+        ("openstack-api-maximum-version", format!("{SERVICE} 1.14")),
+        ("openstack-api-version", format!("{SERVICE} {v}")),
+        ("vary", "OpenStack-API-Version".to_owned()),
+    ];
+    for (k, v) in pairs {
+        if let Ok(v) = HeaderValue::from_str(&v) {
+            h.insert(k, v);
+        }
+    }
+}
+
+async fn dispatch(app: &AppState, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let path = parts.uri.path();
+    if path == "/healthcheck" {
+        let mut r = Response::new(Body::from("OK"));
+        r.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        return r;
+    }
+    let base = base_url(&parts.headers, app.settings.https);
+    let mut segs: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(percent_decode)
+        .collect();
+    if segs.is_empty() {
+        return if parts.method == Method::GET {
+            json_response(StatusCode::OK, &crate::v1::root_document(&base))
+        } else {
+            ApiError::Routing(StatusCode::METHOD_NOT_ALLOWED).into_response()
+        };
+    }
+    // `/v1.json` is the v1 document too (upstream's public-route pattern).
+    if segs.len() == 1
+        && let Some(stripped) = segs[0].strip_suffix(".json").map(str::to_owned)
+    {
+        segs[0] = stripped;
+    }
+    if segs[0] != "v1" {
+        segs.insert(0, "v1".into());
+    }
+    segs.remove(0);
+    let public = segs.is_empty();
+    let ctx = if public {
+        RequestContext::default()
+    } else {
+        match app.auth.context(&parts.headers).await {
+            Ok(mut ctx) => {
+                ctx.is_admin = app.policy.is_admin(&ctx);
+                ctx
+            }
+            Err(e) => return e.into_response(),
+        }
+    };
+    let version = match negotiate(&parts.headers) {
+        Ok(v) => v,
+        Err((e, v)) => {
+            let mut r = e.into_response();
+            if let Some(v) = v {
+                add_version_headers(&mut r, v);
+            }
+            return r;
+        }
+    };
+    let query = parts
+        .uri
+        .query()
+        .map(|q| {
+            url::form_urlencoded::parse(q.as_bytes())
+                .into_owned()
+                .collect()
+        })
+        .unwrap_or_default();
+    let result = match read_body(&parts.headers, body).await {
+        Ok(body) => {
+            let req = Req {
+                method: parts.method,
+                segs,
+                query,
+                body,
+                ctx,
+                version,
+                base,
+            };
+            route(app, req).await
+        }
+        Err(e) => Err(e),
+    };
+    let mut resp = match result {
+        Ok(r) => r,
+        Err(e) => {
+            let versioned = e.has_version_headers();
+            let mut r = e.into_response();
+            if !versioned {
+                return r;
+            }
+            add_version_headers(&mut r, version);
+            return r;
+        }
+    };
+    add_version_headers(&mut resp, version);
+    resp
+}
+
+fn percent_decode(s: &str) -> String {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+async fn read_body(headers: &HeaderMap, body: Body) -> ApiResult<Option<Value>> {
+    let bytes = to_bytes(body, BODY_LIMIT).await.map_err(|_| {
+        ApiError::BadRequest(format!("Request body larger than {BODY_LIMIT} bytes"))
+    })?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let ctype = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let mime = ctype.split(';').next().unwrap_or("").trim();
+    if !matches!(
+        mime,
+        "application/json" | "text/javascript" | "application/javascript"
+    ) {
+        return Err(ApiError::UnsupportedMediaType(mime.to_owned()));
+    }
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|_| ApiError::BadRequest("Request is not in valid JSON format".into()))
+}
+
+async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
+    let Some(first) = req.segs.first().cloned() else {
+        return match req.method {
+            Method::GET => Ok(json_response(
+                StatusCode::OK,
+                &crate::v1::v1_document(&req.base),
+            )),
+            _ => Err(ApiError::Routing(StatusCode::METHOD_NOT_ALLOWED)),
+        };
+    };
+    match first.as_str() {
+        "clustertemplates" => crate::v1::clustertemplates::route(app, req).await,
+        "quotas" => crate::v1::quotas::route(app, req).await,
+        "stats" => crate::v1::stats::route(app, req).await,
+        "mservices" => crate::v1::mservices::route(app, req).await,
+        "federations" => crate::v1::federations::route(app, req).await,
+        _ => Err(ApiError::Routing(StatusCode::NOT_FOUND)),
+    }
+}

@@ -1,0 +1,201 @@
+//! API v1: version documents and what every resource module shares (links, timestamps,
+//! collection parameters, `next` links, ident lookups, policy targets).
+
+pub mod clustertemplates;
+pub mod federations;
+pub mod mservices;
+pub mod quotas;
+pub mod stats;
+
+use axum::body::Body;
+use axum::response::Response;
+use chrono::NaiveDateTime;
+use http::{HeaderValue, StatusCode};
+use magnum_core::policy::Target;
+use magnum_db::{Page, SortDir};
+use serde_json::{Value, json};
+
+use crate::error::{ApiError, ApiResult, json_response};
+use crate::routes::Req;
+use crate::version::{MAX_VERSION, MIN_VERSION};
+
+pub fn root_document(base: &str) -> Value {
+    json!({
+        "name": "OpenStack Magnum API",
+        "description": "Magnum is an OpenStack project which aims to provide container cluster management.",
+        "versions": [{
+            "id": "v1",
+            "links": [{"href": format!("{base}/v1/"), "rel": "self"}],
+            "status": "CURRENT",
+            "max_version": MAX_VERSION.to_string(),
+            "min_version": MIN_VERSION.to_string(),
+        }]
+    })
+}
+
+pub fn v1_document(base: &str) -> Value {
+    let mut doc = json!({
+        "id": "v1",
+        "media_types": [{"base": "application/json", "type": "application/vnd.openstack.magnum.v1+json"}],
+        "links": [
+            {"href": format!("{base}/v1/"), "rel": "self"},
+            {"href": "http://docs.openstack.org/developer/magnum/dev/api-spec-v1.html", "rel": "describedby", "type": "text/html"}
+        ],
+    });
+    for key in [
+        "clustertemplates",
+        "clusters",
+        "quotas",
+        "certificates",
+        "mservices",
+        "stats",
+        "federations",
+    ] {
+        doc[key] = links_pair(base, &format!("{key}/"));
+    }
+    doc["nodegroups"] = links_pair(base, "clusters/{cluster_id}/nodegroups");
+    doc["credentials"] = links_pair(base, "credentials/");
+    doc
+}
+
+/// `self` under `/v1`, `bookmark` without it.
+pub fn links_pair(base: &str, path: &str) -> Value {
+    json!([
+        {"href": format!("{base}/v1/{path}"), "rel": "self"},
+        {"href": format!("{base}/{path}"), "rel": "bookmark"}
+    ])
+}
+
+/// Python's `isoformat()` of a UTC datetime, as upstream renders timestamps.
+pub fn timestamp(t: Option<NaiveDateTime>) -> Value {
+    match t {
+        Some(t) => {
+            let frac = if t.and_utc().timestamp_subsec_micros() == 0 {
+                ""
+            } else {
+                "%.6f"
+            };
+            Value::String(format!(
+                "{}{}+00:00",
+                t.format("%Y-%m-%dT%H:%M:%S"),
+                if frac.is_empty() {
+                    String::new()
+                } else {
+                    t.format(frac).to_string()
+                }
+            ))
+        }
+        None => Value::Null,
+    }
+}
+
+/// A JSON TEXT column as the object it holds (NULL stays null).
+pub fn json_column(text: Option<&str>) -> Value {
+    magnum_db::json::loads::<Value>(text).unwrap_or(Value::Null)
+}
+
+pub fn respond(status: StatusCode, body: &Value) -> ApiResult<Response> {
+    Ok(json_response(status, body))
+}
+
+pub fn no_content() -> ApiResult<Response> {
+    let mut r = Response::new(Body::empty());
+    *r.status_mut() = StatusCode::NO_CONTENT;
+    Ok(r)
+}
+
+pub fn created(body: &Value, location: &str) -> ApiResult<Response> {
+    let mut r = json_response(StatusCode::CREATED, body);
+    if let Ok(v) = HeaderValue::from_str(location) {
+        r.headers_mut().insert(http::header::LOCATION, v);
+    }
+    Ok(r)
+}
+
+/// `marker`, `limit`, `sort_key`, `sort_dir` of a list request, checked as upstream does.
+pub struct ListParams {
+    pub marker: Option<String>,
+    pub limit: u64,
+    pub sort_key: String,
+    pub sort_dir: SortDir,
+}
+
+impl ListParams {
+    pub fn parse(req: &Req, max_limit: u64) -> ApiResult<Self> {
+        let limit = match req.query("limit") {
+            None => max_limit,
+            Some(raw) => {
+                let n: i64 = raw.trim().parse().map_err(|_| {
+                    ApiError::BadRequest(format!(
+                        "Invalid input for field/attribute limit. Value: '{raw}'. unable to convert to int. Error: invalid literal for int() with base 10: '{raw}'"
+                    ))
+                })?;
+                if n <= 0 {
+                    return Err(ApiError::BadRequest("Limit must be positive".into()));
+                }
+                (n as u64).min(max_limit)
+            }
+        };
+        let sort_dir = match req.query("sort_dir") {
+            None => SortDir::Asc,
+            Some(d) => d.parse()?,
+        };
+        Ok(Self {
+            marker: req.query("marker").map(str::to_owned),
+            limit,
+            sort_key: req.query("sort_key").unwrap_or("id").to_owned(),
+            sort_dir,
+        })
+    }
+
+    pub fn page<M>(&self, marker: Option<M>) -> Page<M> {
+        Page {
+            limit: Some(self.limit),
+            marker,
+            sort_key: Some(self.sort_key.clone()),
+            sort_dir: self.sort_dir,
+        }
+    }
+
+    /// The `next` link: present when the page is full (even if nothing follows).
+    pub fn next(
+        &self,
+        base: &str,
+        path: &str,
+        count: usize,
+        last_marker: Option<String>,
+    ) -> Option<String> {
+        if count == 0 || count as u64 != self.limit {
+            return None;
+        }
+        let dir = match self.sort_dir {
+            SortDir::Asc => "asc",
+            SortDir::Desc => "desc",
+        };
+        let marker = last_marker?;
+        Some(format!(
+            "{base}/v1/{path}?sort_key={}&sort_dir={dir}&limit={}&marker={marker}",
+            self.sort_key, self.limit
+        ))
+    }
+}
+
+/// A collection body: `{"<key>": [...], "next": "..."}` with `next` only when there is one.
+pub fn collection(key: &str, items: Vec<Value>, next: Option<String>) -> Value {
+    let mut body = serde_json::Map::with_capacity(2);
+    body.insert(key.to_owned(), Value::Array(items));
+    if let Some(next) = next {
+        body.insert("next".into(), Value::String(next));
+    }
+    Value::Object(body)
+}
+
+/// A policy target from a resource's owner.
+pub fn owner_target(project_id: Option<&str>, user_id: Option<&str>) -> Target {
+    Target::owned_by(project_id, user_id)
+}
+
+/// The default target: the caller's own ids.
+pub fn ctx_target(req: &Req) -> Target {
+    Target::from_context(&req.ctx)
+}

@@ -1,0 +1,209 @@
+//! `/v1/quotas` (api.md §6.6). PATCH takes a plain object, not JSON-patch, and both PATCH and
+//! DELETE also accept `project_id`/`resource` in the body instead of the path (pecan quirk).
+
+use axum::response::Response;
+use http::{Method, StatusCode};
+use magnum_db::repo::quota::{Quota, QuotaFilters};
+use serde_json::{Map, Value, json};
+
+use super::{ListParams, collection, created, ctx_target, no_content, respond, timestamp};
+use crate::AppState;
+use crate::error::{ApiError, ApiResult};
+use crate::input::{Field, Kind, field, parse_bool, parse_object, read_only};
+use crate::routes::Req;
+
+const FIELDS: &[Field] = &[
+    field(
+        "id",
+        Kind::Int {
+            min: Some(1),
+            max: None,
+        },
+    ),
+    field(
+        "hard_limit",
+        Kind::Int {
+            min: Some(0),
+            max: None,
+        },
+    ),
+    field("project_id", Kind::Str { min: 1, max: 255 }),
+    field("resource", Kind::Enum(&["Cluster"])),
+    read_only("created_at"),
+    read_only("updated_at"),
+];
+
+pub fn render(q: &Quota) -> Value {
+    json!({
+        "id": q.id, "hard_limit": q.hard_limit, "project_id": q.project_id, "resource": q.resource,
+        "created_at": timestamp(q.created_at), "updated_at": timestamp(q.updated_at),
+    })
+}
+
+pub async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
+    let rest: Vec<String> = req.segs.iter().skip(1).cloned().collect();
+    match (&req.method, rest.as_slice()) {
+        (&Method::GET, []) => list(app, &req).await,
+        (&Method::GET, [project, resource]) => {
+            req.allow_query(&[])?;
+            show(app, &req, project, resource).await
+        }
+        (&Method::POST, []) => {
+            req.allow_query(&[])?;
+            create(app, &req).await
+        }
+        (&Method::PATCH | &Method::DELETE, _) if rest.len() <= 2 => {
+            req.allow_query(&[])?;
+            // Path values win; missing ones may come from the body's top-level keys.
+            let from_body = |k: &str| {
+                req.body
+                    .as_ref()
+                    .and_then(|b| b.get(k))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            };
+            let project = rest.first().cloned().or_else(|| from_body("project_id"));
+            let resource = rest.get(1).cloned().or_else(|| from_body("resource"));
+            let (Some(project), Some(resource)) = (project, resource) else {
+                let missing = if rest.is_empty() {
+                    "project_id"
+                } else {
+                    "resource"
+                };
+                return Err(ApiError::BadRequest(format!(
+                    "Missing argument: \"{missing}\""
+                )));
+            };
+            if req.method == Method::PATCH {
+                update(app, &req, &project, &resource).await
+            } else {
+                delete(app, &req, &project, &resource).await
+            }
+        }
+        (_, [] | [_] | [_, _]) => Err(ApiError::Routing(StatusCode::METHOD_NOT_ALLOWED)),
+        _ => Err(ApiError::Routing(StatusCode::NOT_FOUND)),
+    }
+}
+
+async fn list(app: &AppState, req: &Req) -> ApiResult<Response> {
+    req.allow_query(&["marker", "limit", "sort_key", "sort_dir", "all_tenants"])?;
+    let params = ListParams::parse(req, app.settings.max_limit)?;
+    app.policy
+        .authorize("quota:get_all", &ctx_target(req), &req.ctx)?;
+    let all_tenants = match req.query("all_tenants") {
+        None => false,
+        Some(v) => parse_bool(&Value::String(v.to_owned())).ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "Invalid input for field/attribute all_tenants. Value: '{v}'. Invalid boolean value"
+            ))
+        })?,
+    };
+    let mut filters = QuotaFilters::default();
+    if !(req.ctx.is_admin && all_tenants) {
+        filters.project_id = req.ctx.project_id.clone();
+    }
+    let marker = match &params.marker {
+        Some(m) => {
+            let id: i32 = m.parse().map_err(|_| {
+                ApiError::BadRequest(format!("Invalid input for field/attribute marker. Value: '{m}'. unable to convert to int"))
+            })?;
+            Some(app.db.quotas().get_by_id(id).await?)
+        }
+        None => None,
+    };
+    let rows = app.db.quotas().list(&filters, &params.page(marker)).await?;
+    let next = params.next(
+        &req.base,
+        "quotas",
+        rows.len(),
+        rows.last().map(|q| q.id.to_string()),
+    );
+    respond(
+        StatusCode::OK,
+        &collection("quotas", rows.iter().map(render).collect(), next),
+    )
+}
+
+async fn show(app: &AppState, req: &Req, project: &str, resource: &str) -> ApiResult<Response> {
+    app.policy
+        .authorize("quota:get", &ctx_target(req), &req.ctx)?;
+    if !req.ctx.is_admin && req.ctx.project_id.as_deref() != Some(project) {
+        return Err(ApiError::Forbidden("Not authorized.".into()));
+    }
+    match app.db.quotas().get(project, resource).await {
+        Ok(q) => respond(StatusCode::OK, &render(&q)),
+        // No row: the configured default, as upstream synthesises it.
+        Err(magnum_core::Error::QuotaNotFound { .. }) => respond(
+            StatusCode::OK,
+            &json!({"hard_limit": app.settings.max_clusters_per_project, "project_id": project, "resource": "Cluster"}),
+        ),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn hard_limit(doc: &Map<String, Value>) -> ApiResult<i32> {
+    match doc.get("hard_limit") {
+        None | Some(Value::Null) => Ok(1),
+        Some(v) => v
+            .as_i64()
+            .and_then(|n| i32::try_from(n).ok())
+            .ok_or_else(|| {
+                ApiError::BadRequest(format!(
+                    "Invalid input for field/attribute hard_limit. Value: '{v}'. Value too large"
+                ))
+            }),
+    }
+}
+
+async fn create(app: &AppState, req: &Req) -> ApiResult<Response> {
+    let doc = parse_object("quota", req.body.as_ref(), FIELDS)?;
+    let project = doc
+        .get("project_id")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    if !project.is_empty() && !app.validator.project_exists(&project).await? {
+        return Err(ApiError::NotFound(format!(
+            "The project_id {project} could not be found."
+        )));
+    }
+    app.policy
+        .authorize("quota:create", &ctx_target(req), &req.ctx)?;
+    if project.is_empty() {
+        return Err(ApiError::BadRequest(
+            "Must provide a valid project ID.".into(),
+        ));
+    }
+    let resource = doc
+        .get("resource")
+        .and_then(Value::as_str)
+        .unwrap_or("Cluster");
+    let q = app
+        .db
+        .quotas()
+        .create(&project, resource, hard_limit(&doc)?)
+        .await?;
+    created(
+        &render(&q),
+        &format!("{}/v1/quotas/{project}/{resource}", req.base),
+    )
+}
+
+async fn update(app: &AppState, req: &Req, project: &str, resource: &str) -> ApiResult<Response> {
+    let doc = parse_object("quotapatch", req.body.as_ref(), FIELDS)?;
+    app.policy
+        .authorize("quota:update", &ctx_target(req), &req.ctx)?;
+    let q = app
+        .db
+        .quotas()
+        .update(project, resource, hard_limit(&doc)?)
+        .await?;
+    respond(StatusCode::ACCEPTED, &render(&q))
+}
+
+async fn delete(app: &AppState, req: &Req, project: &str, resource: &str) -> ApiResult<Response> {
+    app.policy
+        .authorize("quota:delete", &ctx_target(req), &req.ctx)?;
+    app.db.quotas().delete(project, resource).await?;
+    no_content()
+}

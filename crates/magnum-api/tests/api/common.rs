@@ -1,0 +1,209 @@
+//! An API server on a free loopback port, backed by a fresh database.
+
+use std::sync::Arc;
+
+use magnum_api::error::ApiResult;
+use magnum_api::validate::{ResourceValidator, TemplateFacts};
+use magnum_api::{ApiSettings, AppState, Auth};
+use magnum_core::RequestContext;
+use magnum_core::policy::{Enforcer, PolicyOptions};
+use magnum_db::{Database, DbSettings, DbUrl};
+use sea_orm::ConnectionTrait;
+use serde_json::{Map, Value};
+
+pub struct Server {
+    pub base: String,
+    pub db: Database,
+    pub http: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+/// A stand-in for Glance in tests: knows a few images; anything else is not found.
+pub struct FakeImages;
+
+impl ResourceValidator for FakeImages {
+    fn validate_template<'a>(
+        &'a self,
+        _ctx: &'a RequestContext,
+        doc: &'a Map<String, Value>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ApiResult<TemplateFacts>> + Send + 'a>>
+    {
+        Box::pin(async move {
+            match doc.get("image_id").and_then(Value::as_str) {
+                Some("fedora-coreos-40") | Some("ubuntu-jammy") => Ok(TemplateFacts {
+                    os_distro: Some("fedora-coreos".into()),
+                    image_driver: None,
+                }),
+                Some(other) => Err(magnum_api::error::ApiError::BadRequest(format!(
+                    "Image {other} could not be found."
+                ))),
+                None => Ok(TemplateFacts::default()),
+            }
+        })
+    }
+
+    fn project_exists<'a>(
+        &'a self,
+        project_id: &'a str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ApiResult<bool>> + Send + 'a>> {
+        Box::pin(async move { Ok(project_id != "no-such-project") })
+    }
+}
+
+async fn database(dir: &tempfile::TempDir) -> Database {
+    let url = match std::env::var("MAGNUM_TEST_MYSQL_URL") {
+        Ok(base) if !base.is_empty() => {
+            let base = base.trim_end_matches('/');
+            let admin = Database::connect(DbSettings::new(
+                DbUrl::parse(&format!("{base}/mysql")).unwrap(),
+            ))
+            .await
+            .unwrap();
+            let name = format!("magnum_api_{}", uuid::Uuid::new_v4().simple());
+            admin
+                .conn()
+                .execute_unprepared(&format!("CREATE DATABASE {name} CHARACTER SET utf8mb4"))
+                .await
+                .unwrap();
+            format!("{base}/{name}")
+        }
+        _ => format!("sqlite:///{}/magnum.sqlite", dir.path().display()),
+    };
+    let db = Database::connect(DbSettings::new(DbUrl::parse(&url).unwrap()))
+        .await
+        .unwrap();
+    magnum_db::schema::upgrade(&db).await.unwrap();
+    db
+}
+
+pub async fn start_with(auth: Auth) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database(&dir).await;
+    let state = Arc::new(AppState {
+        db: db.clone(),
+        auth,
+        policy: Enforcer::new(PolicyOptions::default()).unwrap(),
+        settings: ApiSettings::default(),
+        validator: Arc::new(FakeImages),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(listener, magnum_api::router(state))
+            .await
+            .unwrap();
+    });
+    Server {
+        base: format!("http://{addr}"),
+        db,
+        http: reqwest::Client::new(),
+        _dir: dir,
+    }
+}
+
+pub async fn start() -> Server {
+    start_with(Auth::NoAuth).await
+}
+
+/// Who is calling, as noauth headers.
+#[derive(Clone, Copy)]
+pub struct Persona {
+    pub project: &'static str,
+    pub user: &'static str,
+    pub roles: &'static str,
+}
+
+pub const ADMIN: Persona = Persona {
+    project: "demo",
+    user: "demo-admin",
+    roles: "admin,member,reader",
+};
+pub const MEMBER: Persona = Persona {
+    project: "demo",
+    user: "demo-member",
+    roles: "member,reader",
+};
+pub const READER: Persona = Persona {
+    project: "demo",
+    user: "demo-reader",
+    roles: "reader",
+};
+pub const OTHER: Persona = Persona {
+    project: "alt",
+    user: "alt-member",
+    roles: "member,reader",
+};
+
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+}
+
+impl Server {
+    pub async fn call(
+        &self,
+        who: Persona,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+    ) -> Reply {
+        let mut rb = self
+            .http
+            .request(method.parse().unwrap(), format!("{}{path}", self.base))
+            .header("X-Project-Id", who.project)
+            .header("X-User-Id", who.user)
+            .header("X-Roles", who.roles)
+            .header("Accept", "application/json");
+        for (k, v) in headers {
+            rb = rb.header(*k, *v);
+        }
+        if let Some(b) = body {
+            rb = rb.body(b.to_owned());
+            if !headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+            {
+                rb = rb.header("Content-Type", "application/json");
+            }
+        }
+        let resp = rb.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let text = resp.text().await.unwrap();
+        let body = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub async fn get(&self, who: Persona, path: &str) -> Reply {
+        self.call(
+            who,
+            "GET",
+            path,
+            &[("OpenStack-API-Version", "container-infra latest")],
+            None,
+        )
+        .await
+    }
+
+    pub async fn send(&self, who: Persona, method: &str, path: &str, body: &Value) -> Reply {
+        let text = body.to_string();
+        self.call(
+            who,
+            method,
+            path,
+            &[("OpenStack-API-Version", "container-infra latest")],
+            Some(&text),
+        )
+        .await
+    }
+}

@@ -1,0 +1,162 @@
+//! `magnumd api` and `magnumd serve`: build the API's state from magnum.conf and serve it
+//! until SIGTERM or SIGINT.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use magnum_api::{ApiSettings, AppState, Auth, NoValidation};
+use magnum_core::config::Config;
+use magnum_core::policy::{Enforcer, PolicyOptions};
+use magnum_db::Database;
+use magnum_openstack::keystone::{Keystone, KeystoneSettings};
+
+use crate::Failure;
+use crate::settings::db_settings;
+
+pub struct ServeOptions {
+    /// `--config-dir` values, where a relative policy file is also searched.
+    pub config_dirs: Vec<PathBuf>,
+    /// Use `noauth` whatever the config says (the embedded default has no config file).
+    pub force_noauth: bool,
+    /// Create the schema if the database is empty.
+    pub upgrade_schema: bool,
+}
+
+fn api_settings(cfg: &Config) -> ApiSettings {
+    ApiSettings {
+        max_limit: u64::from(cfg.api.max_limit),
+        service_down_time: i64::from(cfg.default.service_down_time),
+        max_clusters_per_project: i32::try_from(cfg.quotas.max_clusters_per_project)
+            .unwrap_or(i32::MAX),
+        allowed_network_drivers: cfg
+            .cluster_template
+            .kubernetes_allowed_network_drivers
+            .clone(),
+        default_network_driver: cfg
+            .cluster_template
+            .kubernetes_default_network_driver
+            .clone(),
+        default_boot_volume_size: i64::from(cfg.cinder.default_boot_volume_size),
+        drivers: vec!["simulated".into()],
+        default_driver: cfg.drivers.default_driver.clone(),
+        https: cfg.api.enabled_ssl,
+    }
+}
+
+fn keystone(cfg: &Config) -> Result<Auth, Failure> {
+    let k = &cfg.keystone_authtoken;
+    let missing = |opt: &str| {
+        Failure::Config(format!(
+            "[keystone_authtoken] {opt} must be set when [api] auth_strategy = keystone"
+        ))
+    };
+    let auth_url = k
+        .auth_url
+        .clone()
+        .or_else(|| k.www_authenticate_uri.clone())
+        .ok_or_else(|| missing("auth_url"))?;
+    let settings = KeystoneSettings {
+        auth_url: auth_url.clone(),
+        username: k.username.clone().ok_or_else(|| missing("username"))?,
+        password: k
+            .password
+            .as_ref()
+            .map(|p| p.expose().to_owned())
+            .ok_or_else(|| missing("password"))?,
+        user_domain_name: k
+            .user_domain_name
+            .clone()
+            .unwrap_or_else(|| "Default".into()),
+        project_name: k
+            .project_name
+            .clone()
+            .ok_or_else(|| missing("project_name"))?,
+        project_domain_name: k
+            .project_domain_name
+            .clone()
+            .unwrap_or_else(|| "Default".into()),
+        timeout: Duration::from_secs_f64(cfg.keystone_auth.timeout.max(1.0)),
+        token_cache_time: Duration::from_secs(u64::try_from(k.token_cache_time).unwrap_or(0)),
+    };
+    let keystone = Keystone::new(settings).map_err(|e| Failure::Runtime(e.to_string()))?;
+    let www = k
+        .www_authenticate_uri
+        .clone()
+        .unwrap_or_else(|| keystone.identity_url().to_owned());
+    Ok(Auth::Keystone {
+        keystone: Arc::new(keystone),
+        www_authenticate_uri: www,
+    })
+}
+
+fn policy(cfg: &Config, config_dirs: &[PathBuf]) -> Result<Enforcer, Failure> {
+    Enforcer::new(PolicyOptions::from_config(cfg, config_dirs))
+        .map_err(|e| Failure::Config(e.to_string()))
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutting down");
+}
+
+pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
+    let auth = if opts.force_noauth || cfg.api.auth_strategy == "noauth" {
+        if !opts.force_noauth {
+            return Err(Failure::Config(
+                "[api] auth_strategy = noauth is only for `magnumd serve`, the embedded default; use keystone".into(),
+            ));
+        }
+        tracing::warn!(
+            "AUTHENTICATION IS OFF (noauth): every caller is trusted as the X-Project-Id/X-User-Id/X-Roles headers say, by default an admin. Use only on a private machine."
+        );
+        Auth::NoAuth
+    } else {
+        keystone(cfg)?
+    };
+    let db = Database::connect(db_settings(cfg)?)
+        .await
+        .map_err(|e| Failure::Runtime(e.to_string()))?;
+    if opts.upgrade_schema {
+        magnum_db::schema::upgrade(&db)
+            .await
+            .map_err(|e| Failure::Runtime(e.to_string()))?;
+    } else {
+        magnum_db::schema::ensure_at_head(&db)
+            .await
+            .map_err(|e| Failure::Runtime(e.to_string()))?;
+    }
+    let state = Arc::new(AppState {
+        db,
+        auth,
+        policy: policy(cfg, &opts.config_dirs)?,
+        settings: api_settings(cfg),
+        validator: Arc::new(NoValidation),
+    });
+    let addr = format!("{}:{}", cfg.api.host, cfg.api.port);
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|e| Failure::Runtime(format!("cannot listen on {addr}: {e}")))?;
+    tracing::info!("magnum API listening on http://{addr}");
+    axum::serve(listener, magnum_api::router(state))
+        .with_graceful_shutdown(wait_for_signal())
+        .await
+        .map_err(|e| Failure::Runtime(format!("server failed: {e}")))
+}
