@@ -18,7 +18,7 @@ use magnum_core::policy::Enforcer;
 use magnum_db::Database;
 
 pub use auth::Auth;
-pub use validate::{NoValidation, ResourceValidator};
+pub use validate::{KeystoneValidator, NoValidation, ResourceValidator};
 
 /// What the API needs from magnum.conf.
 #[derive(Clone, Debug)]

@@ -52,3 +52,34 @@ impl ResourceValidator for NoValidation {
         Box::pin(async { Ok(true) })
     }
 }
+
+/// Keystone-backed checks; image, flavor and network checks join with the Glance/Nova/Neutron
+/// clients.
+pub struct KeystoneValidator {
+    pub keystone: std::sync::Arc<magnum_openstack::keystone::Keystone>,
+}
+
+impl ResourceValidator for KeystoneValidator {
+    fn validate_template<'a>(
+        &'a self,
+        _ctx: &'a RequestContext,
+        _doc: &'a Map<String, Value>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ApiResult<TemplateFacts>> + Send + 'a>>
+    {
+        Box::pin(async { Ok(TemplateFacts::default()) })
+    }
+
+    fn project_exists<'a>(
+        &'a self,
+        project_id: &'a str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ApiResult<bool>> + Send + 'a>> {
+        Box::pin(async move {
+            self.keystone.project_exists(project_id).await.map_err(|e| {
+                tracing::error!("project lookup failed: {e}");
+                crate::error::ApiError::Unavailable(
+                    "The identity service (Keystone) cannot be reached to look up the project; try again later.".into(),
+                )
+            })
+        })
+    }
+}

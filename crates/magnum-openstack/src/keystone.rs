@@ -146,6 +146,31 @@ impl Keystone {
         Ok(info)
     }
 
+    /// Whether Keystone knows the project (`GET /v3/projects/{id}` as the service user).
+    pub async fn project_exists(&self, project_id: &str) -> Result<bool, KeystoneError> {
+        for fresh in [false, true] {
+            let service = self.service_token(fresh).await?;
+            let resp = self
+                .http
+                .get(format!("{}/projects/{project_id}", self.identity))
+                .header("X-Auth-Token", service)
+                .send()
+                .await
+                .map_err(|e| KeystoneError::Unavailable(without_url(&e)))?;
+            match resp.status().as_u16() {
+                200 => return Ok(true),
+                404 => return Ok(false),
+                401 if !fresh => continue,
+                s => {
+                    return Err(KeystoneError::Unavailable(format!(
+                        "HTTP {s} from Keystone"
+                    )));
+                }
+            }
+        }
+        Err(KeystoneError::ServiceCredentials("HTTP 401".into()))
+    }
+
     async fn check(
         &self,
         token: &str,

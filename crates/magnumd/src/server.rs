@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use magnum_api::{ApiSettings, AppState, Auth, NoValidation};
+use magnum_api::{ApiSettings, AppState, Auth, KeystoneValidator, NoValidation, ResourceValidator};
 use magnum_core::config::Config;
 use magnum_core::policy::{Enforcer, PolicyOptions};
 use magnum_db::Database;
@@ -143,12 +143,18 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
             .await
             .map_err(|e| Failure::Runtime(e.to_string()))?;
     }
+    let validator: Arc<dyn ResourceValidator> = match &auth {
+        Auth::Keystone { keystone, .. } => Arc::new(KeystoneValidator {
+            keystone: keystone.clone(),
+        }),
+        Auth::NoAuth => Arc::new(NoValidation),
+    };
     let state = Arc::new(AppState {
         db,
         auth,
         policy: policy(cfg, &opts.config_dirs)?,
         settings: api_settings(cfg),
-        validator: Arc::new(NoValidation),
+        validator,
     });
     let addr = format!("{}:{}", cfg.api.host, cfg.api.port);
     let listener = tokio::net::TcpListener::bind(&addr)

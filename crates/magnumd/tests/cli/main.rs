@@ -3,10 +3,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
+mod client;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn magnumd(args: &[&str]) -> Output {
+pub(crate) fn magnumd(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_magnumd"))
         .args(args)
         .env_remove("RUST_LOG")
@@ -63,7 +65,7 @@ fn upgrade_then_version(connection: &str) {
 
 /// Run one SQL statement on the server named by `var` (a URL without database), through
 /// magnum-db itself, so the tests need no client programs.
-fn server_exec(var: &str, admin_db: &str, sql: &str) {
+pub(crate) fn server_exec(var: &str, admin_db: &str, sql: &str) {
     use sea_orm::ConnectionTrait;
     let base = std::env::var(var).unwrap();
     let url = format!("{}/{admin_db}", base.trim_end_matches('/'));
@@ -82,7 +84,7 @@ fn server_exec(var: &str, admin_db: &str, sql: &str) {
 }
 
 /// A fresh database on the server named by `var`, as an SQLAlchemy URL with `scheme`.
-fn fresh_database(var: &str, scheme: &str) -> Option<(String, String)> {
+pub(crate) fn fresh_database(var: &str, scheme: &str) -> Option<(String, String)> {
     let base = std::env::var(var).ok().filter(|v| !v.is_empty());
     let Some(base) = base else {
         assert!(

@@ -1,0 +1,540 @@
+//! The real `openstack coe` client (python-openstackclient + python-magnumclient) against
+//! `magnumd api` on MariaDB, authenticated by a real Keystone, as each persona.
+//! Runs when MAGNUM_TEST_KEYSTONE=1 (scripts/test sets it); needs MAGNUM_TEST_MYSQL_URL.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Stops what it holds when the test ends, however it ends.
+struct Running {
+    api: Option<Child>,
+    keystone_dir: PathBuf,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut api) = self.api.take() {
+            let _ = api.kill();
+            let _ = api.wait();
+        }
+        let _ = Command::new("bash")
+            .arg(repo_root().join("test-support/keystone/stop.sh"))
+            .arg(&self.keystone_dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+fn read_env(path: &Path) -> HashMap<String, String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("export ")?.split_once('='))
+        .map(|(k, v)| {
+            (
+                k.to_owned(),
+                v.trim_matches('\'').trim_matches('"').to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn wait_for_port(port: u16, child: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("magnumd api exited early: {status}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "magnumd api did not listen on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A raw HTTP request, for what the python client cannot send (a bogus token).
+fn raw_get(port: u16, path: &str, token: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Auth-Token: {token}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+struct Cli {
+    openstack: String,
+    clouds: String,
+}
+
+impl Cli {
+    fn run(&self, cloud: &str, args: &[&str]) -> Output {
+        Command::new(&self.openstack)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env(
+                "HOME",
+                std::env::var("HOME").unwrap_or_else(|_| "/tmp".into()),
+            )
+            .env("OS_CLIENT_CONFIG_FILE", &self.clouds)
+            .env("PYTHONWARNINGS", "ignore")
+            .arg("--os-cloud")
+            .arg(cloud)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// Run and expect success with JSON output.
+    fn json(&self, cloud: &str, args: &[&str]) -> Value {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["-f", "json"]);
+        let out = self.run(cloud, &all);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "openstack --os-cloud {cloud} {args:?} failed: {stderr}"
+        );
+        // Some commands print a sentence ("Request to create ... accepted") before the JSON.
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let start = text.find(['{', '[']).unwrap_or(0);
+        serde_json::from_str(&text[start..]).unwrap_or_else(|e| panic!("{args:?}: {e}: {text}"))
+    }
+
+    /// Run and expect success; return stdout.
+    fn ok(&self, cloud: &str, args: &[&str]) -> String {
+        let out = self.run(cloud, args);
+        assert!(
+            out.status.success(),
+            "openstack --os-cloud {cloud} {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Run and expect the API's refusal with `status` and text in the client's message.
+    fn refused(&self, cloud: &str, args: &[&str], status: u16, text: &str) {
+        let out = self.run(cloud, args);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned()
+            + &String::from_utf8_lossy(&out.stdout);
+        // `delete` prints each failure and carries on, exiting 0: the message is what counts.
+        assert!(err.contains(&format!("(HTTP {status})")), "{args:?}: {err}");
+        assert!(err.contains(text), "{args:?}: expected {text:?} in {err}");
+    }
+}
+
+/// A value from python-magnumclient's `print_dict` table (`| key | value |`).
+fn prop(table: &str, key: &str) -> Option<String> {
+    table.lines().find_map(|l| {
+        let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+        (cells.len() >= 3 && cells[1] == key).then(|| cells[2].to_owned())
+    })
+}
+
+/// Rows of a `print_list` table (header excluded).
+fn rows(table: &str) -> usize {
+    table
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .count()
+        .saturating_sub(1)
+}
+
+#[test]
+fn openstack_coe_commands_as_each_persona() {
+    if std::env::var("MAGNUM_TEST_KEYSTONE").as_deref() != Ok("1") {
+        assert!(
+            std::env::var("MAGNUM_TEST_REQUIRE_ALL").as_deref() != Ok("1"),
+            "MAGNUM_TEST_KEYSTONE unset"
+        );
+        eprintln!("skipping: MAGNUM_TEST_KEYSTONE != 1");
+        return;
+    }
+    let mysql = std::env::var("MAGNUM_TEST_MYSQL_URL").expect("MAGNUM_TEST_MYSQL_URL");
+    let work = tempfile::tempdir().unwrap();
+    let ks_dir = work.path().join("keystone");
+    let (ks_port, api_port) = (free_port(), free_port());
+    let mut running = Running {
+        api: None,
+        keystone_dir: ks_dir.clone(),
+    };
+    let st = Command::new("bash")
+        .arg(repo_root().join("test-support/keystone/start.sh"))
+        .arg(&ks_dir)
+        .arg(ks_port.to_string())
+        .arg(format!("http://127.0.0.1:{api_port}"))
+        .status()
+        .unwrap();
+    assert!(st.success(), "keystone did not start");
+    let env = read_env(&ks_dir.join("env.sh"));
+
+    // magnum.conf as an operator writes it: MariaDB, Keystone service credentials.
+    let (db_url, db_name) =
+        crate::fresh_database("MAGNUM_TEST_MYSQL_URL", "mysql+pymysql").unwrap();
+    let _ = mysql;
+    let conf = work.path().join("magnum.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[api]\nhost = 127.0.0.1\nport = {api_port}\n\n[database]\nconnection = {db_url}\n\n\
+             [keystone_authtoken]\nwww_authenticate_uri = {auth}\nauth_url = {auth}\nauth_type = password\n\
+             username = {user}\npassword = {pw}\nuser_domain_name = Default\nproject_name = service\n\
+             project_domain_name = Default\n",
+            auth = env["MAGNUM_TEST_AUTH_URL"],
+            user = env["MAGNUM_TEST_SERVICE_USER"],
+            pw = env["MAGNUM_TEST_SERVICE_PASSWORD"],
+        ),
+    )
+    .unwrap();
+    let conf = conf.display().to_string();
+    assert!(
+        crate::magnumd(&["--config-file", &conf, "db", "upgrade"])
+            .status
+            .success()
+    );
+    let log = std::fs::File::create(work.path().join("api.log")).unwrap();
+    let mut api = Command::new(env!("CARGO_BIN_EXE_magnumd"))
+        .args(["--config-file", &conf, "api"])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    wait_for_port(api_port, &mut api);
+    running.api = Some(api);
+
+    let cli = Cli {
+        openstack: env["MAGNUM_TEST_OPENSTACK"].clone(),
+        clouds: env["OS_CLIENT_CONFIG_FILE"].clone(),
+    };
+    let demo = env["MAGNUM_TEST_DEMO_PROJECT_ID"].clone();
+    let alt = env["MAGNUM_TEST_ALT_PROJECT_ID"].clone();
+
+    // Cluster templates.
+    let created = cli.json(
+        "demo-member",
+        &[
+            "coe",
+            "cluster",
+            "template",
+            "create",
+            "k8s",
+            "--coe",
+            "kubernetes",
+            "--image",
+            "fedora-coreos-40",
+            "--external-network",
+            "public",
+            "--label",
+            "kube_tag=v1.30.4",
+        ],
+    );
+    assert_eq!(created["name"], "k8s");
+    assert_eq!(created["project_id"].as_str(), Some(demo.as_str()));
+    assert_eq!(created["labels"]["kube_tag"], "v1.30.4");
+    let uuid = created["uuid"].as_str().unwrap().to_owned();
+    cli.refused(
+        "demo-reader",
+        &[
+            "coe",
+            "cluster",
+            "template",
+            "create",
+            "r",
+            "--coe",
+            "kubernetes",
+            "--image",
+            "i",
+            "--external-network",
+            "public",
+        ],
+        403,
+        "Policy doesn't allow clustertemplate:create to be performed",
+    );
+    let listed = cli.json("demo-reader", &["coe", "cluster", "template", "list"]);
+    assert_eq!(listed.as_array().map(Vec::len), Some(1));
+    assert_eq!(listed[0]["uuid"].as_str(), Some(uuid.as_str()), "{listed}");
+    assert_eq!(
+        cli.json("alt-member", &["coe", "cluster", "template", "list"]),
+        serde_json::json!([])
+    );
+    cli.refused(
+        "alt-member",
+        &["coe", "cluster", "template", "show", &uuid],
+        404,
+        &format!("ClusterTemplate {uuid} could not be found"),
+    );
+    let shown = cli.json(
+        "demo-reader",
+        &["coe", "cluster", "template", "show", "k8s"],
+    );
+    assert_eq!(shown["uuid"].as_str(), Some(uuid.as_str()));
+    let updated = cli.json(
+        "demo-member",
+        &[
+            "coe", "cluster", "template", "update", "k8s", "--name", "k8s-2", "--label", "extra=1",
+        ],
+    );
+    assert_eq!(updated["name"], "k8s-2");
+    assert_eq!(updated["labels"]["extra"], "1");
+    cli.refused(
+        "demo-reader",
+        &[
+            "coe", "cluster", "template", "update", "k8s-2", "--name", "x",
+        ],
+        403,
+        "clustertemplate:update",
+    );
+    cli.refused(
+        "demo-member",
+        &["coe", "cluster", "template", "update", "k8s-2", "--public"],
+        403,
+        "Not authorized to set public or hidden flag",
+    );
+    let public = cli.json(
+        "demo-admin",
+        &["coe", "cluster", "template", "update", "k8s-2", "--public"],
+    );
+    assert_eq!(public["public"], true);
+    assert_eq!(
+        cli.json("alt-member", &["coe", "cluster", "template", "list"])
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+    let admin_list = cli.json("admin", &["coe", "cluster", "template", "list"]);
+    assert_eq!(admin_list.as_array().map(Vec::len), Some(1));
+    cli.refused(
+        "demo-reader",
+        &["coe", "cluster", "template", "delete", "k8s-2"],
+        403,
+        "clustertemplate:delete",
+    );
+    let out = cli.ok(
+        "demo-member",
+        &["coe", "cluster", "template", "delete", "k8s-2"],
+    );
+    assert!(
+        out.contains("accepted") || out.is_empty() || out.contains("k8s-2"),
+        "{out}"
+    );
+    cli.refused(
+        "demo-member",
+        &["coe", "cluster", "template", "show", &uuid],
+        404,
+        "could not be found",
+    );
+
+    // Quotas: admin CRUD, members read their own. (These commands print tables, not -f json.)
+    let q = cli.ok(
+        "admin",
+        &[
+            "coe",
+            "quotas",
+            "create",
+            "--project-id",
+            &demo,
+            "--resource",
+            "Cluster",
+            "--hard-limit",
+            "5",
+        ],
+    );
+    assert_eq!(prop(&q, "hard_limit").as_deref(), Some("5"), "{q}");
+    cli.refused(
+        "demo-member",
+        &[
+            "coe",
+            "quotas",
+            "create",
+            "--project-id",
+            &alt,
+            "--resource",
+            "Cluster",
+        ],
+        403,
+        "quota:create",
+    );
+    cli.refused(
+        "admin",
+        &[
+            "coe",
+            "quotas",
+            "create",
+            "--project-id",
+            "no-such-project",
+            "--resource",
+            "Cluster",
+        ],
+        404,
+        "could not be found",
+    );
+    let shown = cli.ok(
+        "demo-member",
+        &[
+            "coe",
+            "quotas",
+            "show",
+            "--project-id",
+            &demo,
+            "--resource",
+            "Cluster",
+        ],
+    );
+    assert_eq!(prop(&shown, "hard_limit").as_deref(), Some("5"), "{shown}");
+    cli.refused(
+        "demo-member",
+        &[
+            "coe",
+            "quotas",
+            "show",
+            "--project-id",
+            &alt,
+            "--resource",
+            "Cluster",
+        ],
+        403,
+        "Not authorized",
+    );
+    let defaulted = cli.ok(
+        "alt-member",
+        &[
+            "coe",
+            "quotas",
+            "show",
+            "--project-id",
+            &alt,
+            "--resource",
+            "Cluster",
+        ],
+    );
+    assert_eq!(
+        prop(&defaulted, "hard_limit").as_deref(),
+        Some("20"),
+        "{defaulted}"
+    );
+    let updated = cli.ok(
+        "admin",
+        &[
+            "coe",
+            "quotas",
+            "update",
+            "--project-id",
+            &demo,
+            "--resource",
+            "Cluster",
+            "--hard-limit",
+            "8",
+        ],
+    );
+    assert_eq!(
+        prop(&updated, "hard_limit").as_deref(),
+        Some("8"),
+        "{updated}"
+    );
+    let all = cli.ok("admin", &["coe", "quotas", "list", "--all-tenants"]);
+    assert_eq!(rows(&all), 1, "{all}");
+    cli.refused(
+        "demo-member",
+        &["coe", "quotas", "list"],
+        403,
+        "quota:get_all",
+    );
+    cli.ok(
+        "admin",
+        &[
+            "coe",
+            "quotas",
+            "delete",
+            "--project-id",
+            &demo,
+            "--resource",
+            "Cluster",
+        ],
+    );
+    cli.refused(
+        "admin",
+        &[
+            "coe",
+            "quotas",
+            "delete",
+            "--project-id",
+            &demo,
+            "--resource",
+            "Cluster",
+        ],
+        404,
+        "Quota could not be found",
+    );
+
+    // Stats and services.
+    let stats = cli.ok("demo-reader", &["coe", "stats", "list", &demo]);
+    assert_eq!(
+        (
+            prop(&stats, "clusters").as_deref(),
+            prop(&stats, "nodes").as_deref()
+        ),
+        (Some("0"), Some("0")),
+        "{stats}"
+    );
+    cli.refused(
+        "demo-member",
+        &["coe", "stats", "list", &alt],
+        403,
+        "Not authorized",
+    );
+    cli.json("admin", &["coe", "service", "list"]);
+    cli.refused(
+        "demo-member",
+        &["coe", "service", "list"],
+        403,
+        "magnum-service:get_all",
+    );
+
+    // A bad token is keystonemiddleware's 401; Keystone gone is a 503, never a hang.
+    let reply = raw_get(api_port, "/v1/clustertemplates", "not-a-token");
+    assert!(reply.starts_with("HTTP/1.1 401"), "{reply}");
+    assert!(
+        reply.to_ascii_lowercase().contains(&format!(
+            "www-authenticate: keystone uri=\"{}\"",
+            env["MAGNUM_TEST_AUTH_URL"]
+        )),
+        "{reply}"
+    );
+    Command::new("bash")
+        .arg(repo_root().join("test-support/keystone/stop.sh"))
+        .arg(&ks_dir)
+        .status()
+        .unwrap();
+    let started = Instant::now();
+    let reply = raw_get(api_port, "/v1/clustertemplates", "another-unknown-token");
+    assert!(reply.starts_with("HTTP/1.1 503"), "{reply}");
+    assert!(reply.contains("\"errors\""), "{reply}");
+    assert!(started.elapsed() < Duration::from_secs(15));
+
+    drop(running);
+    crate::server_exec(
+        "MAGNUM_TEST_MYSQL_URL",
+        "mysql",
+        &format!("DROP DATABASE {db_name}"),
+    );
+}
