@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod error;
 pub mod input;
+pub mod openapi;
 pub mod patch;
 pub mod routes;
 pub mod validate;

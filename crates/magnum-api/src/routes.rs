@@ -119,6 +119,9 @@ async fn dispatch(app: &AppState, request: Request) -> Response {
         segs.insert(0, "v1".into());
     }
     segs.remove(0);
+    if segs.len() == 1 && segs[0] == "openapi.json" && parts.method == Method::GET {
+        return json_response(StatusCode::OK, &crate::openapi::document());
+    }
     let public = segs.is_empty();
     let ctx = if public {
         RequestContext::default()

@@ -257,6 +257,59 @@ async fn lookup(app: &AppState, ctx: &RequestContext, ident: &str) -> ApiResult<
     Ok(found?)
 }
 
+use crate::openapi::{Body, RouteDoc};
+
+pub const ROUTES: &[RouteDoc] = &[
+    RouteDoc {
+        method: "GET",
+        path: "/v1/clustertemplates",
+        summary: "List cluster templates",
+        status: 200,
+        body: Body::None,
+        policy: "clustertemplate:get_all",
+    },
+    RouteDoc {
+        method: "GET",
+        path: "/v1/clustertemplates/detail",
+        summary: "List cluster templates with details",
+        status: 200,
+        body: Body::None,
+        policy: "clustertemplate:detail",
+    },
+    RouteDoc {
+        method: "GET",
+        path: "/v1/clustertemplates/{ident}",
+        summary: "Show a cluster template",
+        status: 200,
+        body: Body::None,
+        policy: "clustertemplate:get",
+    },
+    RouteDoc {
+        method: "POST",
+        path: "/v1/clustertemplates",
+        summary: "Create a cluster template",
+        status: 201,
+        body: Body::Object("ClusterTemplate", FIELDS),
+        policy: "clustertemplate:create",
+    },
+    RouteDoc {
+        method: "PATCH",
+        path: "/v1/clustertemplates/{ident}",
+        summary: "Update a cluster template",
+        status: 200,
+        body: Body::JsonPatch,
+        policy: "clustertemplate:update",
+    },
+    RouteDoc {
+        method: "DELETE",
+        path: "/v1/clustertemplates/{ident}",
+        summary: "Delete a cluster template",
+        status: 204,
+        body: Body::None,
+        policy: "clustertemplate:delete",
+    },
+];
+
 pub async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
     let rest: Vec<&str> = req.segs.iter().skip(1).map(String::as_str).collect();
     match (&req.method, rest.as_slice()) {

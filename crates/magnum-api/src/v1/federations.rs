@@ -58,6 +58,59 @@ async fn lookup(app: &AppState, req: &Req, ident: &str) -> ApiResult<Federation>
     })
 }
 
+use crate::openapi::{Body, RouteDoc};
+
+pub const ROUTES: &[RouteDoc] = &[
+    RouteDoc {
+        method: "GET",
+        path: "/v1/federations",
+        summary: "List federations",
+        status: 200,
+        body: Body::None,
+        policy: "federation:get_all",
+    },
+    RouteDoc {
+        method: "GET",
+        path: "/v1/federations/detail",
+        summary: "List federations with details",
+        status: 200,
+        body: Body::None,
+        policy: "federation:detail",
+    },
+    RouteDoc {
+        method: "GET",
+        path: "/v1/federations/{ident}",
+        summary: "Show a federation",
+        status: 200,
+        body: Body::None,
+        policy: "federation:get",
+    },
+    RouteDoc {
+        method: "POST",
+        path: "/v1/federations",
+        summary: "Create a federation",
+        status: 202,
+        body: Body::Object("Federation", FIELDS),
+        policy: "federation:create",
+    },
+    RouteDoc {
+        method: "PATCH",
+        path: "/v1/federations/{ident}",
+        summary: "Join or leave clusters",
+        status: 202,
+        body: Body::JsonPatch,
+        policy: "federation:update",
+    },
+    RouteDoc {
+        method: "DELETE",
+        path: "/v1/federations/{ident}",
+        summary: "Delete a federation",
+        status: 204,
+        body: Body::None,
+        policy: "federation:delete",
+    },
+];
+
 pub async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
     let rest: Vec<String> = req.segs.iter().skip(1).cloned().collect();
     match (&req.method, rest.as_slice()) {

@@ -7,6 +7,15 @@ pub mod mservices;
 pub mod quotas;
 pub mod stats;
 
+/// Every resource's routes, for the OpenAPI document.
+pub const ROUTE_GROUPS: &[&[crate::openapi::RouteDoc]] = &[
+    clustertemplates::ROUTES,
+    quotas::ROUTES,
+    stats::ROUTES,
+    mservices::ROUTES,
+    federations::ROUTES,
+];
+
 use axum::body::Body;
 use axum::response::Response;
 use chrono::NaiveDateTime;

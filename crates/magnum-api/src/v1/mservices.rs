@@ -11,6 +11,17 @@ use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::routes::Req;
 
+use crate::openapi::{Body, RouteDoc};
+
+pub const ROUTES: &[RouteDoc] = &[RouteDoc {
+    method: "GET",
+    path: "/v1/mservices",
+    summary: "List conductor services and their state",
+    status: 200,
+    body: Body::None,
+    policy: "magnum-service:get_all",
+}];
+
 pub async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
     match (&req.method, req.segs.len()) {
         (&Method::GET, 1) => {}

@@ -40,6 +40,51 @@ pub fn render(q: &Quota) -> Value {
     })
 }
 
+use crate::openapi::{Body, RouteDoc};
+
+pub const ROUTES: &[RouteDoc] = &[
+    RouteDoc {
+        method: "GET",
+        path: "/v1/quotas",
+        summary: "List quotas",
+        status: 200,
+        body: Body::None,
+        policy: "quota:get_all",
+    },
+    RouteDoc {
+        method: "GET",
+        path: "/v1/quotas/{project_id}/{resource}",
+        summary: "Show a project's quota",
+        status: 200,
+        body: Body::None,
+        policy: "quota:get",
+    },
+    RouteDoc {
+        method: "POST",
+        path: "/v1/quotas",
+        summary: "Create a quota",
+        status: 201,
+        body: Body::Object("Quota", FIELDS),
+        policy: "quota:create",
+    },
+    RouteDoc {
+        method: "PATCH",
+        path: "/v1/quotas/{project_id}/{resource}",
+        summary: "Update a quota (plain object, not JSON-patch)",
+        status: 202,
+        body: Body::Object("Quota", FIELDS),
+        policy: "quota:update",
+    },
+    RouteDoc {
+        method: "DELETE",
+        path: "/v1/quotas/{project_id}/{resource}",
+        summary: "Delete a quota",
+        status: 204,
+        body: Body::None,
+        policy: "quota:delete",
+    },
+];
+
 pub async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
     let rest: Vec<String> = req.segs.iter().skip(1).cloned().collect();
     match (&req.method, rest.as_slice()) {

@@ -9,6 +9,17 @@ use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::routes::Req;
 
+use crate::openapi::{Body, RouteDoc};
+
+pub const ROUTES: &[RouteDoc] = &[RouteDoc {
+    method: "GET",
+    path: "/v1/stats",
+    summary: "Cluster and node counts",
+    status: 200,
+    body: Body::None,
+    policy: "stats:get_all",
+}];
+
 pub async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
     match (&req.method, req.segs.len()) {
         (&Method::GET, 1) => {}
