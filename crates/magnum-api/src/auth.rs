@@ -60,6 +60,20 @@ impl Auth {
                     www_authenticate: format!("Keystone uri=\"{www_authenticate_uri}\""),
                 };
                 let token = header(headers, "x-auth-token").ok_or_else(unauthorized)?;
+                // A service token, when sent, must be valid too (keystonemiddleware refuses the
+                // request otherwise).
+                if let Some(service) = header(headers, "x-service-token") {
+                    match keystone.validate(service).await {
+                        Ok(_) => {}
+                        Err(KeystoneError::InvalidToken) => return Err(unauthorized()),
+                        Err(e) => {
+                            tracing::error!("service token validation failed: {e}");
+                            return Err(ApiError::Unavailable(
+                                "The identity service (Keystone) cannot be reached to validate the token; try again later.".into(),
+                            ));
+                        }
+                    }
+                }
                 let info = match keystone.validate(token).await {
                     Ok(info) => info,
                     Err(KeystoneError::InvalidToken) => return Err(unauthorized()),

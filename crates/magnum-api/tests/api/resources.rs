@@ -520,13 +520,23 @@ async fn openapi_document_matches_the_router() {
     assert_eq!(r.body["openapi"], json!("3.1.0"));
     let paths = r.body["paths"].as_object().unwrap();
     assert!(paths.len() >= 10);
-    assert!(r.body["components"]["schemas"]["ClusterTemplate"]["properties"]["image_id"].is_object());
-    assert_eq!(r.body["components"]["schemas"]["ClusterTemplate"]["required"], json!(["image_id"]));
+    assert!(
+        r.body["components"]["schemas"]["ClusterTemplate"]["properties"]["image_id"].is_object()
+    );
+    assert_eq!(
+        r.body["components"]["schemas"]["ClusterTemplate"]["required"],
+        json!(["image_id"])
+    );
     // Every documented route is one the router serves: never a routing-level 404 or 405.
     for (path, ops) in paths {
         for method in ops.as_object().unwrap().keys() {
-            let concrete = path.replace("{ident}", "nope").replace("{project_id}", "demo").replace("{resource}", "Cluster");
-            let reply = s.call(ADMIN, &method.to_uppercase(), &concrete, &[], None).await;
+            let concrete = path
+                .replace("{ident}", "nope")
+                .replace("{project_id}", "demo")
+                .replace("{resource}", "Cluster");
+            let reply = s
+                .call(ADMIN, &method.to_uppercase(), &concrete, &[], None)
+                .await;
             let routing = reply.body["errors"][0]["code"] == json!("");
             assert!(!routing, "{method} {path}: routing error {}", reply.body);
         }

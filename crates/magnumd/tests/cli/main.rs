@@ -253,3 +253,55 @@ fn config_sample_lists_sections_and_reads_back_without_warnings() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(!text(&out.stderr).contains("WARN"), "{}", text(&out.stderr));
 }
+
+/// The embedded default: no config anywhere, `serve` answers on 127.0.0.1:9511 with noauth,
+/// its SQLite schema created, and stops cleanly on SIGTERM.
+#[test]
+fn serve_with_no_config_is_the_embedded_default() {
+    use std::io::{Read, Write};
+    let home = tempfile::tempdir().unwrap();
+    let data = home.path().join("data");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_magnumd"))
+        .args(["serve", "--data-dir", &data.display().to_string()])
+        .env("HOME", home.path())
+        .current_dir(home.path())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut stream = loop {
+        if let Ok(s) = std::net::TcpStream::connect("127.0.0.1:9511") {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "serve did not listen");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    write!(
+        stream,
+        "GET /v1/clustertemplates HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(reply.contains("\"clustertemplates\":[]"), "{reply}");
+    assert!(data.join("magnum.sqlite").exists());
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "{status}: {err}");
+    assert!(err.contains("AUTHENTICATION IS OFF"), "{err}");
+}
