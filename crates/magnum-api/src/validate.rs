@@ -16,39 +16,29 @@ pub struct TemplateFacts {
     pub image_driver: Option<String>,
 }
 
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
 pub trait ResourceValidator: Send + Sync {
     /// Check a template document's image, flavors and networks (upstream's order), returning
-    /// what the image says about itself.
+    /// what the image says about itself. Until the Glance/Nova/Neutron clients exist, nothing
+    /// is checked and nothing learned.
     fn validate_template<'a>(
         &'a self,
-        ctx: &'a RequestContext,
-        doc: &'a Map<String, Value>,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ApiResult<TemplateFacts>> + Send + 'a>>;
+        _ctx: &'a RequestContext,
+        _doc: &'a Map<String, Value>,
+    ) -> BoxFuture<'a, ApiResult<TemplateFacts>> {
+        Box::pin(async { Ok(TemplateFacts::default()) })
+    }
 
     /// Whether Keystone knows the project (quota create).
-    fn project_exists<'a>(
-        &'a self,
-        project_id: &'a str,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ApiResult<bool>> + Send + 'a>>;
+    fn project_exists<'a>(&'a self, project_id: &'a str) -> BoxFuture<'a, ApiResult<bool>>;
 }
 
 /// Validation off: everything passes and nothing is learned.
 pub struct NoValidation;
 
 impl ResourceValidator for NoValidation {
-    fn validate_template<'a>(
-        &'a self,
-        _ctx: &'a RequestContext,
-        _doc: &'a Map<String, Value>,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ApiResult<TemplateFacts>> + Send + 'a>>
-    {
-        Box::pin(async { Ok(TemplateFacts::default()) })
-    }
-
-    fn project_exists<'a>(
-        &'a self,
-        _project_id: &'a str,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ApiResult<bool>> + Send + 'a>> {
+    fn project_exists<'a>(&'a self, _project_id: &'a str) -> BoxFuture<'a, ApiResult<bool>> {
         Box::pin(async { Ok(true) })
     }
 }
@@ -60,19 +50,7 @@ pub struct KeystoneValidator {
 }
 
 impl ResourceValidator for KeystoneValidator {
-    fn validate_template<'a>(
-        &'a self,
-        _ctx: &'a RequestContext,
-        _doc: &'a Map<String, Value>,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ApiResult<TemplateFacts>> + Send + 'a>>
-    {
-        Box::pin(async { Ok(TemplateFacts::default()) })
-    }
-
-    fn project_exists<'a>(
-        &'a self,
-        project_id: &'a str,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ApiResult<bool>> + Send + 'a>> {
+    fn project_exists<'a>(&'a self, project_id: &'a str) -> BoxFuture<'a, ApiResult<bool>> {
         Box::pin(async move {
             self.keystone.project_exists(project_id).await.map_err(|e| {
                 tracing::error!("project lookup failed: {e}");

@@ -208,3 +208,12 @@ pub fn owner_target(project_id: Option<&str>, user_id: Option<&str>) -> Target {
 pub fn ctx_target(req: &Req) -> Target {
     Target::from_context(&req.ctx)
 }
+
+/// For single-route collections (`/v1/stats`, `/v1/mservices`): GET only, no sub-paths.
+pub fn only_get(req: &Req) -> ApiResult<()> {
+    match (&req.method, req.segs.len()) {
+        (&http::Method::GET, 1) => Ok(()),
+        (_, 1) => Err(ApiError::Routing(StatusCode::METHOD_NOT_ALLOWED)),
+        _ => Err(ApiError::Routing(StatusCode::NOT_FOUND)),
+    }
+}

@@ -1,14 +1,14 @@
 //! `/v1/mservices` (api.md §6.8): conductor heartbeat rows with their up/down state.
 
 use axum::response::Response;
-use http::{Method, StatusCode};
+use http::StatusCode;
 use magnum_db::Page;
 use magnum_db::repo::magnum_service::is_up;
 use serde_json::json;
 
 use super::{collection, ctx_target, respond, timestamp};
 use crate::AppState;
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::routes::Req;
 
 use crate::openapi::{Body, RouteDoc};
@@ -23,11 +23,7 @@ pub const ROUTES: &[RouteDoc] = &[RouteDoc {
 }];
 
 pub async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
-    match (&req.method, req.segs.len()) {
-        (&Method::GET, 1) => {}
-        (_, 1) => return Err(ApiError::Routing(StatusCode::METHOD_NOT_ALLOWED)),
-        _ => return Err(ApiError::Routing(StatusCode::NOT_FOUND)),
-    }
+    super::only_get(&req)?;
     req.allow_query(&[])?;
     app.policy
         .authorize("magnum-service:get_all", &ctx_target(&req), &req.ctx)?;

@@ -1,7 +1,7 @@
 //! `/v1/stats` (api.md §6.7).
 
 use axum::response::Response;
-use http::{Method, StatusCode};
+use http::StatusCode;
 use serde_json::json;
 
 use super::{ctx_target, respond};
@@ -21,11 +21,7 @@ pub const ROUTES: &[RouteDoc] = &[RouteDoc {
 }];
 
 pub async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
-    match (&req.method, req.segs.len()) {
-        (&Method::GET, 1) => {}
-        (_, 1) => return Err(ApiError::Routing(StatusCode::METHOD_NOT_ALLOWED)),
-        _ => return Err(ApiError::Routing(StatusCode::NOT_FOUND)),
-    }
+    super::only_get(&req)?;
     req.allow_query(&["project_id", "type"])?;
     app.policy
         .authorize("stats:get_all", &ctx_target(&req), &req.ctx)?;
