@@ -13,6 +13,7 @@ pub mod url;
 
 mod db;
 mod errors;
+mod rows;
 
 pub use db::{Database, DbSettings};
 pub use errors::SchemaError;

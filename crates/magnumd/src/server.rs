@@ -19,6 +19,8 @@ pub struct ServeOptions {
     pub config_dirs: Vec<PathBuf>,
     /// Use `noauth` whatever the config says (the embedded default has no config file).
     pub force_noauth: bool,
+    /// Whether `[api] auth_strategy = noauth` is acceptable (`serve` only).
+    pub allow_noauth: bool,
     /// Create the schema if the database is empty.
     pub upgrade_schema: bool,
 }
@@ -119,7 +121,7 @@ async fn wait_for_signal() {
 
 pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
     let auth = if opts.force_noauth || cfg.api.auth_strategy == "noauth" {
-        if !opts.force_noauth {
+        if !opts.allow_noauth {
             return Err(Failure::Config(
                 "[api] auth_strategy = noauth is only for `magnumd serve`, the embedded default; use keystone".into(),
             ));

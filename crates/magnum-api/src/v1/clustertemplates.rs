@@ -6,11 +6,12 @@ use magnum_core::ids::{Identity, is_uuid_like};
 use magnum_core::{Error, RequestContext};
 use magnum_db::json::dumps;
 use magnum_db::repo::cluster_template::ClusterTemplate;
-use serde_json::{Map, Value, json};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 
 use super::{
-    ListParams, collection, created, ctx_target, json_column, links_pair, no_content, owner_target,
-    respond, timestamp,
+    Link, ListParams, Ts, created, ctx_target, json_column, links, no_content, owner_target,
+    raw_json,
 };
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
@@ -71,24 +72,102 @@ const FIELDS: &[Field] = &[
 
 const NETWORK_DRIVERS: [&str; 3] = ["flannel", "calico", "cilium"];
 
-/// The API rendering of a stored template, keys in upstream's order.
+/// The API rendering of a stored template, keys in upstream's order, serialised straight
+/// from the row: lists of templates are the API's hot path.
+#[derive(serde::Serialize)]
+pub struct TemplateView<'a> {
+    uuid: &'a Option<String>,
+    name: &'a Option<String>,
+    coe: &'a Option<String>,
+    image_id: &'a Option<String>,
+    flavor_id: &'a Option<String>,
+    master_flavor_id: &'a Option<String>,
+    dns_nameserver: &'a Option<String>,
+    keypair_id: &'a Option<String>,
+    external_network_id: &'a Option<String>,
+    fixed_network: &'a Option<String>,
+    fixed_subnet: &'a Option<String>,
+    network_driver: &'a Option<String>,
+    apiserver_port: Option<i32>,
+    docker_volume_size: Option<i32>,
+    cluster_distro: &'a Option<String>,
+    links: [Link; 2],
+    http_proxy: &'a Option<String>,
+    https_proxy: &'a Option<String>,
+    no_proxy: &'a Option<String>,
+    volume_driver: &'a Option<String>,
+    registry_enabled: bool,
+    labels: Option<&'a RawValue>,
+    tls_disabled: bool,
+    public: bool,
+    server_type: &'a Option<String>,
+    insecure_registry: &'a Option<String>,
+    docker_storage_driver: &'a Option<String>,
+    master_lb_enabled: bool,
+    floating_ip_enabled: bool,
+    project_id: &'a Option<String>,
+    user_id: &'a Option<String>,
+    hidden: bool,
+    tags: &'a Option<String>,
+    driver: &'a Option<String>,
+    created_at: Ts,
+    updated_at: Ts,
+}
+
+pub fn view<'a>(t: &'a ClusterTemplate, base: &str) -> TemplateView<'a> {
+    TemplateView {
+        uuid: &t.uuid,
+        name: &t.name,
+        coe: &t.coe,
+        image_id: &t.image_id,
+        flavor_id: &t.flavor_id,
+        master_flavor_id: &t.master_flavor_id,
+        dns_nameserver: &t.dns_nameserver,
+        keypair_id: &t.keypair_id,
+        external_network_id: &t.external_network_id,
+        fixed_network: &t.fixed_network,
+        fixed_subnet: &t.fixed_subnet,
+        network_driver: &t.network_driver,
+        apiserver_port: t.apiserver_port,
+        docker_volume_size: t.docker_volume_size,
+        cluster_distro: &t.cluster_distro,
+        links: links(
+            base,
+            &format!("clustertemplates/{}", t.uuid.as_deref().unwrap_or_default()),
+        ),
+        http_proxy: &t.http_proxy,
+        https_proxy: &t.https_proxy,
+        no_proxy: &t.no_proxy,
+        volume_driver: &t.volume_driver,
+        registry_enabled: t.registry_enabled.unwrap_or(false),
+        labels: raw_json(t.labels.as_deref()),
+        tls_disabled: t.tls_disabled.unwrap_or(false),
+        public: t.public.unwrap_or(false),
+        server_type: &t.server_type,
+        insecure_registry: &t.insecure_registry,
+        docker_storage_driver: &t.docker_storage_driver,
+        master_lb_enabled: t.master_lb_enabled.unwrap_or(false),
+        floating_ip_enabled: t.floating_ip_enabled.unwrap_or(true),
+        project_id: &t.project_id,
+        user_id: &t.user_id,
+        hidden: t.hidden.unwrap_or(false),
+        tags: &t.tags,
+        driver: &t.driver,
+        created_at: Ts(t.created_at),
+        updated_at: Ts(t.updated_at),
+    }
+}
+
+/// The rendering as a JSON object (for JSON-patch, which works on the document).
 pub fn render(t: &ClusterTemplate, base: &str) -> Value {
-    let uuid = t.uuid.as_deref().unwrap_or_default();
-    json!({
-        "uuid": t.uuid, "name": t.name, "coe": t.coe, "image_id": t.image_id, "flavor_id": t.flavor_id,
-        "master_flavor_id": t.master_flavor_id, "dns_nameserver": t.dns_nameserver, "keypair_id": t.keypair_id,
-        "external_network_id": t.external_network_id, "fixed_network": t.fixed_network, "fixed_subnet": t.fixed_subnet,
-        "network_driver": t.network_driver, "apiserver_port": t.apiserver_port, "docker_volume_size": t.docker_volume_size,
-        "cluster_distro": t.cluster_distro, "links": links_pair(base, &format!("clustertemplates/{uuid}")),
-        "http_proxy": t.http_proxy, "https_proxy": t.https_proxy, "no_proxy": t.no_proxy, "volume_driver": t.volume_driver,
-        "registry_enabled": t.registry_enabled.unwrap_or(false), "labels": json_column(t.labels.as_deref()),
-        "tls_disabled": t.tls_disabled.unwrap_or(false), "public": t.public.unwrap_or(false),
-        "server_type": t.server_type, "insecure_registry": t.insecure_registry,
-        "docker_storage_driver": t.docker_storage_driver, "master_lb_enabled": t.master_lb_enabled.unwrap_or(false),
-        "floating_ip_enabled": t.floating_ip_enabled.unwrap_or(true), "project_id": t.project_id, "user_id": t.user_id,
-        "hidden": t.hidden.unwrap_or(false), "tags": t.tags, "driver": t.driver,
-        "created_at": timestamp(t.created_at), "updated_at": timestamp(t.updated_at),
-    })
+    serde_json::to_value(view(t, base)).unwrap_or(Value::Null)
+}
+
+#[derive(serde::Serialize)]
+struct TemplateList<'a> {
+    clustertemplates: Vec<TemplateView<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<String>,
 }
 
 fn text(doc: &Map<String, Value>, k: &str) -> Option<String> {
@@ -383,8 +462,11 @@ async fn list(app: &AppState, req: &Req, detail: bool) -> ApiResult<Response> {
         rows.len(),
         rows.last().and_then(|t| t.uuid.clone()),
     );
-    let items = rows.iter().map(|t| render(t, &req.base)).collect();
-    respond(StatusCode::OK, &collection("clustertemplates", items, next))
+    let body = TemplateList {
+        clustertemplates: rows.iter().map(|t| view(t, &req.base)).collect(),
+        next,
+    };
+    super::respond_with(StatusCode::OK, &body)
 }
 
 async fn show(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
@@ -403,7 +485,7 @@ async fn show(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
             &req.ctx,
         )?;
     }
-    respond(StatusCode::OK, &render(&t, &req.base))
+    super::respond_with(StatusCode::OK, &view(&t, &req.base))
 }
 
 async fn create(app: &AppState, req: &Req) -> ApiResult<Response> {
@@ -522,7 +604,7 @@ async fn update(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
         .cluster_templates()
         .save(&original, &modified)
         .await?;
-    respond(StatusCode::OK, &render(&stored, &req.base))
+    super::respond_with(StatusCode::OK, &view(&stored, &req.base))
 }
 
 async fn delete(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {

@@ -75,27 +75,80 @@ pub fn links_pair(base: &str, path: &str) -> Value {
     ])
 }
 
-/// Python's `isoformat()` of a UTC datetime, as upstream renders timestamps.
-pub fn timestamp(t: Option<NaiveDateTime>) -> Value {
-    match t {
-        Some(t) => {
-            let frac = if t.and_utc().timestamp_subsec_micros() == 0 {
-                ""
-            } else {
-                "%.6f"
-            };
-            Value::String(format!(
-                "{}{}+00:00",
-                t.format("%Y-%m-%dT%H:%M:%S"),
-                if frac.is_empty() {
-                    String::new()
-                } else {
-                    t.format(frac).to_string()
-                }
-            ))
-        }
-        None => Value::Null,
+/// Python's `isoformat()` of a UTC datetime, as upstream renders timestamps: microseconds
+/// only when there are any.
+fn isoformat(t: NaiveDateTime) -> String {
+    use chrono::{Datelike, Timelike};
+    let micros = t.and_utc().timestamp_subsec_micros();
+    let mut s = format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+        t.year(),
+        t.month(),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    );
+    if micros != 0 {
+        s.push_str(&format!(".{micros:06}"));
     }
+    s.push_str("+00:00");
+    s
+}
+
+pub fn timestamp(t: Option<NaiveDateTime>) -> Value {
+    t.map(|t| Value::String(isoformat(t)))
+        .unwrap_or(Value::Null)
+}
+
+/// A timestamp field serialised straight from the row (no intermediate `Value`).
+pub struct Ts(pub Option<NaiveDateTime>);
+
+impl serde::Serialize for Ts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Some(t) => s.serialize_str(&isoformat(t)),
+            None => s.serialize_none(),
+        }
+    }
+}
+
+/// A JSON TEXT column embedded as it is stored (no parse into a tree, no re-encode); NULL or
+/// unparsable legacy text renders `null`.
+pub fn raw_json(text: Option<&str>) -> Option<&serde_json::value::RawValue> {
+    text.and_then(|t| serde_json::from_str(t).ok())
+}
+
+#[derive(serde::Serialize)]
+pub struct Link {
+    pub href: String,
+    pub rel: &'static str,
+}
+
+pub fn links(base: &str, path: &str) -> [Link; 2] {
+    [
+        Link {
+            href: format!("{base}/v1/{path}"),
+            rel: "self",
+        },
+        Link {
+            href: format!("{base}/{path}"),
+            rel: "bookmark",
+        },
+    ]
+}
+
+/// Serialise a body straight to the response.
+pub fn respond_with<T: serde::Serialize>(status: StatusCode, body: &T) -> ApiResult<Response> {
+    let bytes = serde_json::to_vec(body)
+        .map_err(|e| ApiError::Internal(format!("cannot render the response: {e}")))?;
+    let mut r = Response::new(Body::from(bytes));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(r)
 }
 
 /// A JSON TEXT column as the object it holds (NULL stays null).

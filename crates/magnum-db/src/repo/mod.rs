@@ -181,9 +181,13 @@ pub(crate) async fn fetch_one<E, C>(
 ) -> Result<E::Model>
 where
     E: EntityTrait,
+    E::Model: Default + ModelTrait<Entity = E>,
     C: ConnectionTrait,
 {
-    q.one(conn).await.map_err(map_db_err)?.ok_or_else(not_found)
+    crate::rows::load(conn, q.limit(1))
+        .await?
+        .pop()
+        .ok_or_else(not_found)
 }
 
 /// A lookup by name: none is not-found, more than one is upstream's 409 "Multiple ...".
@@ -195,9 +199,10 @@ pub(crate) async fn fetch_by_name<E, C>(
 ) -> Result<E::Model>
 where
     E: EntityTrait,
+    E::Model: Default + ModelTrait<Entity = E>,
     C: ConnectionTrait,
 {
-    let mut rows = q.limit(2).all(conn).await.map_err(map_db_err)?;
+    let mut rows = crate::rows::load(conn, q.limit(2)).await?;
     match rows.len() {
         0 => Err(not_found()),
         1 => Ok(rows.remove(0)),
@@ -208,9 +213,10 @@ where
 pub(crate) async fn fetch_all<E, C>(conn: &C, q: Select<E>) -> Result<Vec<E::Model>>
 where
     E: EntityTrait,
+    E::Model: Default + ModelTrait<Entity = E>,
     C: ConnectionTrait,
 {
-    q.all(conn).await.map_err(map_db_err)
+    crate::rows::load(conn, q).await
 }
 
 pub(crate) async fn count<E, C>(conn: &C, q: Select<E>) -> Result<u64>
