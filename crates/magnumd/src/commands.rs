@@ -49,3 +49,93 @@ pub async fn db_version(cfg: &Config) -> Result<(), Failure> {
         .map_err(schema_failure)?;
     write_stdout(&format!("{}\n", rev.as_deref().unwrap_or("None")))
 }
+
+/// `magnumd status`: each check on its own line, like `magnum-status upgrade check`.
+pub async fn status(cfg: &Config, config_dirs: &[std::path::PathBuf]) -> Result<(), Failure> {
+    let mut lines = Vec::new();
+    let mut failed = 0;
+    let mut report = |name: &str, result: Result<String, String>| match result {
+        Ok(detail) => lines.push(format!("OK    {name}: {detail}")),
+        Err(detail) => {
+            failed += 1;
+            lines.push(format!("FAIL  {name}: {detail}"));
+        }
+    };
+    let files = cfg
+        .files()
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect::<Vec<_>>();
+    report(
+        "configuration",
+        Ok(if files.is_empty() {
+            "no file found; built-in defaults".into()
+        } else {
+            files.join(", ")
+        }),
+    );
+    match db_settings(cfg) {
+        Err(e) => report("database", Err(e.to_string())),
+        Ok(settings) => {
+            let url = settings.url.redacted();
+            match Database::connect(settings).await {
+                Err(e) => report("database", Err(e.to_string())),
+                Ok(db) => {
+                    report("database", Ok(format!("reachable at {url}")));
+                    let rev = schema::current_revision(&db)
+                        .await
+                        .map_err(|e| e.to_string());
+                    report(
+                        "schema",
+                        match rev {
+                            Ok(Some(r)) if r == ALEMBIC_HEAD => Ok(format!("at Alembic head {r}")),
+                            Ok(Some(r)) => Err(format!(
+                                "at {r}, not {ALEMBIC_HEAD}; run `magnumd db upgrade`"
+                            )),
+                            Ok(None) => Err("empty; run `magnumd db upgrade`".into()),
+                            Err(e) => Err(e),
+                        },
+                    );
+                }
+            }
+        }
+    }
+    let policy = magnum_core::policy::Enforcer::new(
+        magnum_core::policy::PolicyOptions::from_config(cfg, config_dirs),
+    );
+    report(
+        "policy",
+        policy
+            .map(|p| match p.files() {
+                [] => "built-in defaults".to_owned(),
+                files => files
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+            .map_err(|e| e.to_string()),
+    );
+    if cfg.api.auth_strategy == "keystone" {
+        let check = match crate::server::keystone_client(cfg) {
+            Err(e) => Err(e.to_string()),
+            Ok(k) => k
+                .project_exists("0")
+                .await
+                .map(|_| {
+                    format!(
+                        "{} answers and accepts the service credentials",
+                        k.identity_url()
+                    )
+                })
+                .map_err(|e| e.to_string()),
+        };
+        report("keystone", check);
+    }
+    lines.push(String::new());
+    write_stdout(&lines.join("\n"))?;
+    if failed > 0 {
+        return Err(Failure::Runtime(format!("{failed} check(s) failed")));
+    }
+    Ok(())
+}

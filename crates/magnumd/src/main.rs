@@ -43,6 +43,9 @@ enum Command {
     },
     /// The REST API on [api] host:port, with Keystone auth, against an upgraded database.
     Api,
+    /// Check that this node can run: configuration, database reachable and at head, policy
+    /// file loads, Keystone reachable (when used). Prints one line per check; exit 1 if any fails.
+    Status,
     /// Database schema tools (the schema is upstream's Alembic head b3e1cf4a2d5e).
     Db {
         #[command(subcommand)]
@@ -155,6 +158,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 upgrade_schema: false,
             },
         )),
+        Command::Status => runtime.block_on(commands::status(&cfg, &cli.config_dir)),
         Command::Config { .. } => Ok(()),
     }
 }

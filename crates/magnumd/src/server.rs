@@ -46,7 +46,8 @@ fn api_settings(cfg: &Config) -> ApiSettings {
     }
 }
 
-fn keystone(cfg: &Config) -> Result<Auth, Failure> {
+/// The Keystone client `[keystone_authtoken]` describes.
+pub fn keystone_client(cfg: &Config) -> Result<Keystone, Failure> {
     let k = &cfg.keystone_authtoken;
     let missing = |opt: &str| {
         Failure::Config(format!(
@@ -81,8 +82,13 @@ fn keystone(cfg: &Config) -> Result<Auth, Failure> {
         timeout: Duration::from_secs_f64(cfg.keystone_auth.timeout.max(1.0)),
         token_cache_time: Duration::from_secs(u64::try_from(k.token_cache_time).unwrap_or(0)),
     };
-    let keystone = Keystone::new(settings).map_err(|e| Failure::Runtime(e.to_string()))?;
-    let www = k
+    Keystone::new(settings).map_err(|e| Failure::Runtime(e.to_string()))
+}
+
+fn keystone(cfg: &Config) -> Result<Auth, Failure> {
+    let keystone = keystone_client(cfg)?;
+    let www = cfg
+        .keystone_authtoken
         .www_authenticate_uri
         .clone()
         .unwrap_or_else(|| keystone.identity_url().to_owned());

@@ -305,3 +305,43 @@ fn serve_with_no_config_is_the_embedded_default() {
     assert!(status.success(), "{status}: {err}");
     assert!(err.contains("AUTHENTICATION IS OFF"), "{err}");
 }
+
+#[test]
+fn status_reports_each_check_and_fails_when_one_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite:///{}/m.sqlite", dir.path().display());
+    let conf = write_conf(
+        dir.path(),
+        "ok.conf",
+        &format!("[api]\nauth_strategy = noauth\n[database]\nconnection = {db}\n"),
+    );
+    let out = magnumd(&["--config-file", &conf, "status"]);
+    let report = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "an empty database is not ready: {report}"
+    );
+    assert!(
+        report.contains("FAIL  schema: empty; run `magnumd db upgrade`"),
+        "{report}"
+    );
+    assert!(
+        magnumd(&["--config-file", &conf, "db", "upgrade"])
+            .status
+            .success()
+    );
+    let out = magnumd(&["--config-file", &conf, "status"]);
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("OK    database: reachable at sqlite:"));
+
+    let bad = write_conf(
+        dir.path(),
+        "bad.conf",
+        "[database]\nconnection = mysql+pymysql://u:pw@127.0.0.1:1/x\n",
+    );
+    let out = magnumd(&["--config-file", &bad, "status"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).contains("FAIL  database:"));
+    assert!(!text(&out.stdout).contains(":pw@"));
+}
