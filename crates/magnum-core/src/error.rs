@@ -30,6 +30,9 @@ pub enum Error {
     InvalidSortKey { key: String },
     #[error("ClusterTemplate {template} is referenced by one or multiple clusters.")]
     ClusterTemplateReferenced { template: String },
+    /// An operation the resource's current state (or its driver) does not allow.
+    #[error("{operation} is not supported.")]
+    NotSupported { operation: String },
 
     #[error("Cluster {cluster} could not be found.")]
     ClusterNotFound { cluster: String },
@@ -89,7 +92,8 @@ impl Error {
             InvalidParameterValue { .. }
             | InvalidIdentity { .. }
             | InvalidSortKey { .. }
-            | ClusterTemplateReferenced { .. } => ErrorKind::Invalid,
+            | ClusterTemplateReferenced { .. }
+            | NotSupported { .. } => ErrorKind::Invalid,
             ClusterNotFound { .. }
             | ClusterTemplateNotFound { .. }
             | NodeGroupNotFound { .. }

@@ -4,6 +4,7 @@
 pub mod context;
 pub mod error;
 pub mod ids;
+pub mod lifecycle;
 pub mod status;
 
 pub use context::RequestContext;
