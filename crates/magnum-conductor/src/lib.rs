@@ -1,3 +1,3 @@
 //! RPC handlers, periodic workers, certificate managers and drivers.
-//!
-//! Empty until its issue lands; the folder marks where this layer lives.
+
+pub mod x509;
