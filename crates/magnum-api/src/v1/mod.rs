@@ -69,10 +69,7 @@ pub fn v1_document(base: &str) -> Value {
 
 /// `self` under `/v1`, `bookmark` without it.
 pub fn links_pair(base: &str, path: &str) -> Value {
-    json!([
-        {"href": format!("{base}/v1/{path}"), "rel": "self"},
-        {"href": format!("{base}/{path}"), "rel": "bookmark"}
-    ])
+    serde_json::to_value(links(base, path)).unwrap_or(Value::Null)
 }
 
 /// Python's `isoformat()` of a UTC datetime, as upstream renders timestamps: microseconds

@@ -42,7 +42,8 @@ pub const X509_EXTENSIONS: &[&str] = &[
     "issuerAltName",
 ];
 
-/// Key usages a signed certificate may carry (`[x509] allowed_key_usage`).
+/// Key usages a signed certificate may carry (`[x509] allowed_key_usage`), in KeyUsage bit
+/// order (RFC 5280 §4.2.1.3): the CSR signer indexes this list by bit number.
 pub const X509_KEY_USAGES: &[&str] = &[
     "Digital Signature",
     "Non Repudiation",
