@@ -60,6 +60,8 @@ pub struct AppState {
     pub policy: Enforcer,
     pub settings: ApiSettings,
     pub validator: Arc<dyn ResourceValidator>,
+    /// The conductor, over whatever transport this process uses.
+    pub conductor: Arc<dyn magnum_rpc::ConductorApi>,
 }
 
 /// The axum application: one fallback handler that does its own routing.

@@ -4,7 +4,7 @@
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The broad class of an error, which the API maps to a status code.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ErrorKind {
     /// 400
     Invalid,
@@ -77,6 +77,13 @@ pub enum Error {
         fields: String,
     },
 
+    /// Refused for the caller (e.g. a quota reached), with upstream's text.
+    #[error("{message}")]
+    Forbidden { message: String },
+    /// An error raised on the other side of an RPC call, carried over with its class.
+    #[error("{message}")]
+    Remote { kind: ErrorKind, message: String },
+
     #[error("Database unavailable: {0}")]
     DatabaseUnavailable(String),
     #[error("Database error: {0}")]
@@ -110,6 +117,8 @@ impl Error {
             | FederationAlreadyExists { .. }
             | Conflict { .. }
             | StaleWrite { .. } => ErrorKind::Conflict,
+            Forbidden { .. } => ErrorKind::Forbidden,
+            Remote { kind, .. } => *kind,
             DatabaseUnavailable(_) => ErrorKind::Unavailable,
             Database(_) | Internal(_) => ErrorKind::Internal,
         }

@@ -163,6 +163,10 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
         policy: policy(cfg, &opts.config_dirs)?,
         settings: api_settings(cfg),
         validator,
+        conductor: Arc::new(magnum_rpc::RpcClient::new(
+            Arc::new(magnum_rpc::InProcess::new(64)),
+            std::time::Duration::from_secs(u64::from(cfg.default.rpc_response_timeout)),
+        )),
     });
     let addr = format!("{}:{}", cfg.api.host, cfg.api.port);
     let listener = tokio::net::TcpListener::bind(&addr)

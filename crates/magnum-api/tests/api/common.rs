@@ -85,6 +85,10 @@ pub async fn start_with(auth: Auth) -> Server {
         policy: Enforcer::new(PolicyOptions::default()).unwrap(),
         settings: ApiSettings::default(),
         validator: Arc::new(FakeImages),
+        conductor: Arc::new(magnum_rpc::RpcClient::new(
+            Arc::new(magnum_rpc::InProcess::new(8)),
+            std::time::Duration::from_secs(5),
+        )),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -41,6 +41,30 @@ pub struct ClusterStats {
     pub nodes: i64,
 }
 
+/// The cluster quota a create must respect: at most `limit` clusters visible in `scope`.
+#[derive(Clone, Debug)]
+pub struct ClusterQuota {
+    pub scope: RequestContext,
+    pub limit: u64,
+}
+
+/// Serialises quota-checked cluster creates until the transaction ends. The lock is the
+/// row of `alembic_version`, which every Magnum database has exactly once: a row lock is
+/// released by commit or rollback (also when the request is abandoned), unlike MySQL's
+/// session-level GET_LOCK. SQLite has one writer; taking the write lock first makes the
+/// count and the insert one unit there too.
+async fn lock_cluster_creation(
+    txn: &sea_orm::DatabaseTransaction,
+    backend: DbBackend,
+) -> std::result::Result<(), crate::errors::TxError> {
+    let sql = match backend {
+        DbBackend::Sqlite => "UPDATE alembic_version SET version_num = version_num",
+        _ => "SELECT version_num FROM alembic_version FOR UPDATE",
+    };
+    txn.execute_raw(Statement::from_string(backend, sql)).await?;
+    Ok(())
+}
+
 pub struct ClusterRepo<'a> {
     db: &'a Database,
 }
@@ -67,6 +91,77 @@ impl ClusterRepo<'_> {
         c.floating_ip_enabled.get_or_insert(true);
         c.master_lb_enabled.get_or_insert(false);
         super::insert::<cluster::Entity, _>(self.db, c, || Error::ClusterAlreadyExists { uuid })
+            .await
+    }
+
+    /// Insert a new cluster and its nodegroups in one transaction, so that neither exists
+    /// without the other. With `quota`, the clusters already visible in that scope are
+    /// counted in the same transaction under a lock every quota-checked create takes, so
+    /// concurrent creates cannot overshoot the limit (upstream counted in the API and
+    /// inserted later in the conductor).
+    pub async fn create_with_nodegroups(
+        &self,
+        mut c: Cluster,
+        nodegroups: Vec<nodegroup::Model>,
+        quota: Option<ClusterQuota>,
+    ) -> Result<Cluster> {
+        let uuid = ensure_uuid(&mut c.uuid);
+        let stamp = now();
+        c.created_at = Some(stamp);
+        c.updated_at = None;
+        json_default(&mut c.labels, "{}");
+        json_default(&mut c.health_status_reason, "{}");
+        c.floating_ip_enabled.get_or_insert(true);
+        c.master_lb_enabled.get_or_insert(false);
+        let nodegroups: Vec<nodegroup::Model> = nodegroups
+            .into_iter()
+            .map(|mut ng| {
+                let mut ng_uuid = Some(ng.uuid.clone());
+                ng.uuid = ensure_uuid(&mut ng_uuid);
+                ng.cluster_id = uuid.clone();
+                ng.created_at = Some(stamp);
+                ng.updated_at = None;
+                json_default(&mut ng.labels, "{}");
+                json_default(&mut ng.node_addresses, "[]");
+                json_default(&mut ng.node_labels, "{}");
+                json_default(&mut ng.node_taints, "[]");
+                ng.is_default.get_or_insert(false);
+                ng
+            })
+            .collect();
+        let backend = self.db.backend();
+        self.db
+            .tx(move |txn| {
+                let (c, nodegroups, quota, uuid) =
+                    (c.clone(), nodegroups.clone(), quota.clone(), uuid.clone());
+                Box::pin(async move {
+                    if let Some(q) = &quota {
+                        lock_cluster_creation(txn, backend).await?;
+                        let n = count(txn, Self::scoped(&q.scope)).await?;
+                        if n >= q.limit {
+                            return Err(Error::Forbidden {
+                                message: format!(
+                                    "Resource limit exceeded: You have reached the maximum clusters per project, {}. You may delete a cluster to make room for a new one.",
+                                    q.limit
+                                ),
+                            }
+                            .into());
+                        }
+                    }
+                    let c = super::insert_in::<cluster::Entity, _, _>(txn, c, || {
+                        Error::ClusterAlreadyExists { uuid }
+                    })
+                    .await?;
+                    for ng in nodegroups {
+                        let (name, cluster_id) = (ng.name.clone(), ng.cluster_id.clone());
+                        super::insert_in::<nodegroup::Entity, _, _>(txn, ng, || {
+                            Error::NodeGroupAlreadyExists { name, cluster_id }
+                        })
+                        .await?;
+                    }
+                    Ok(c)
+                })
+            })
             .await
     }
 

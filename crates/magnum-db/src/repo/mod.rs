@@ -240,9 +240,24 @@ where
     E::Model: IntoActiveModel<A>,
     A: ActiveModelTrait<Entity = E> + sea_orm::ActiveModelBehavior + Send,
 {
+    insert_in::<E, A, _>(db.conn(), model, duplicate).await
+}
+
+/// `insert` on a given connection or transaction.
+pub(crate) async fn insert_in<E, A, C>(
+    conn: &C,
+    model: E::Model,
+    duplicate: impl FnOnce() -> Error,
+) -> Result<E::Model>
+where
+    E: EntityTrait,
+    E::Model: IntoActiveModel<A>,
+    A: ActiveModelTrait<Entity = E> + sea_orm::ActiveModelBehavior + Send,
+    C: ConnectionTrait,
+{
     let mut active: A = model.into_active_model().reset_all();
     active.not_set(column::<E>("id")?);
-    match active.insert(db.conn()).await {
+    match active.insert(conn).await {
         Ok(m) => Ok(m),
         Err(e) if is_unique_violation(&e) => Err(duplicate()),
         Err(e) => Err(map_db_err(e)),
