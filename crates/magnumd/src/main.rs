@@ -147,6 +147,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 force_noauth: !found_config,
                 allow_noauth: true,
                 upgrade_schema: true,
+                with_conductor: true,
             },
         )),
         Command::Api => runtime.block_on(server::run(
@@ -156,6 +157,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 force_noauth: false,
                 allow_noauth: false,
                 upgrade_schema: false,
+                with_conductor: false,
             },
         )),
         Command::Status => runtime.block_on(commands::status(&cfg, &cli.config_dir)),

@@ -23,6 +23,8 @@ pub struct ServeOptions {
     pub allow_noauth: bool,
     /// Create the schema if the database is empty.
     pub upgrade_schema: bool,
+    /// Run the conductor in this process, reached over the in-process transport (`serve`).
+    pub with_conductor: bool,
 }
 
 fn api_settings(cfg: &Config) -> ApiSettings {
@@ -157,6 +159,22 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
         }),
         Auth::NoAuth => Arc::new(NoValidation),
     };
+    let transport = Arc::new(magnum_rpc::InProcess::new(
+        cfg.default.executor_thread_pool_size as usize,
+    ));
+    let _workers = if opts.with_conductor {
+        let conductor = magnum_conductor::Conductor::from_config(cfg, db.clone())
+            .map_err(|e| Failure::Config(e.to_string()))?;
+        transport.connect(Arc::new(conductor.clone()));
+        tracing::info!(
+            host = %cfg.default.host,
+            drivers = ?conductor.drivers().names(),
+            "conductor running in this process"
+        );
+        conductor.spawn_workers()
+    } else {
+        Vec::new()
+    };
     let state = Arc::new(AppState {
         db,
         auth,
@@ -164,8 +182,8 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
         settings: api_settings(cfg),
         validator,
         conductor: Arc::new(magnum_rpc::RpcClient::new(
-            Arc::new(magnum_rpc::InProcess::new(64)),
-            std::time::Duration::from_secs(u64::from(cfg.default.rpc_response_timeout)),
+            transport,
+            Duration::from_secs(u64::from(cfg.default.rpc_response_timeout)),
         )),
     });
     let addr = format!("{}:{}", cfg.api.host, cfg.api.port);

@@ -71,6 +71,11 @@ pub fn embedded_defaults(
         ))
     })?;
     let dir = dir.canonicalize().unwrap_or(dir);
+    if !found_config {
+        // Barbican is upstream's default store but not available here yet; the embedded
+        // default keeps certificates in its own database.
+        cfg.certificates.cert_manager_type = "x509keypair".into();
+    }
     if !found_config || cfg.database.connection.expose().starts_with("sqlite") {
         cfg.database.connection =
             magnum_core::config::Secret::new(format!("sqlite:///{}/magnum.sqlite", dir.display()));

@@ -173,6 +173,13 @@ section! {
         /// Number of conductor worker processes; 0 means one per CPU. Defaults to the CPU
         /// count.
         workers: u32 = cpu_count(), opt().sample("<number of CPUs>");
+        /// Seconds between two heartbeats of the conductor in the magnum_service table
+        /// (magnum-rs; upstream beats every 60 seconds).
+        report_interval: u32 = 60, opt().min(1);
+        /// Seconds between two sweeps over in-progress clusters, the safety net behind the
+        /// status changes drivers report as they happen (magnum-rs; upstream polls every 10
+        /// seconds).
+        sync_interval: u32 = 10, opt().min(1);
     }
     accept ["conductor_life_check_timeout"]
 }

@@ -261,6 +261,43 @@ impl ClusterRepo<'_> {
         delete_where::<cluster::Entity>(self.db, cond, not_found(&ident.to_string())).await
     }
 
+    /// Remove a cluster whose deletion completed together with all its nodegroups, in one
+    /// transaction (upstream removed them one by one), but only while it is still in
+    /// `expected_status`: a cluster someone moved on meanwhile is left alone (false).
+    pub async fn destroy_with_nodegroups(&self, uuid: &str, expected_status: &str) -> Result<bool> {
+        let (uuid, expected) = (uuid.to_owned(), expected_status.to_owned());
+        self.db
+            .tx(move |txn| {
+                let (uuid, expected) = (uuid.clone(), expected.clone());
+                Box::pin(async move {
+                    let res = cluster::Entity::delete_many()
+                        .filter(cluster::Column::Uuid.eq(uuid.as_str()))
+                        .filter(cluster::Column::Status.eq(expected.as_str()))
+                        .exec(txn)
+                        .await?;
+                    if res.rows_affected == 0 {
+                        return Ok(false);
+                    }
+                    nodegroup::Entity::delete_many()
+                        .filter(nodegroup::Column::ClusterId.eq(uuid.as_str()))
+                        .exec(txn)
+                        .await?;
+                    Ok(true)
+                })
+            })
+            .await
+    }
+
+    /// Every cluster (all projects) whose status is one of `statuses`, oldest first: the
+    /// conductor's sweep reads them in one statement.
+    pub async fn with_status(&self, statuses: &[&str]) -> Result<Vec<Cluster>> {
+        use sea_orm::QueryOrder;
+        let q = cluster::Entity::find()
+            .filter(cluster::Column::Status.is_in(statuses.iter().copied()))
+            .order_by_asc(cluster::Column::Id);
+        fetch_all(self.db.conn(), q).await
+    }
+
     /// Cluster count and node total (every role) for one project, or for all.
     pub async fn stats(&self, project_id: Option<&str>) -> Result<ClusterStats> {
         let mut clusters = cluster::Entity::find();

@@ -116,6 +116,17 @@ impl ClusterTemplateRepo<'_> {
         count(self.db.conn(), Self::scoped(ctx)).await
     }
 
+    /// The templates with these uuids, of any project, in one query (the conductor resolves
+    /// drivers for many clusters at once).
+    pub async fn for_uuids(&self, uuids: &[String]) -> Result<Vec<ClusterTemplate>> {
+        if uuids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let q = cluster_template::Entity::find()
+            .filter(cluster_template::Column::Uuid.is_in(uuids.iter().map(String::as_str)));
+        fetch_all(self.db.conn(), q).await
+    }
+
     /// How many clusters (of any project) use the template with this uuid.
     pub async fn usage(&self, uuid: &str) -> Result<u64> {
         let q = cluster::Entity::find().filter(cluster::Column::ClusterTemplateId.eq(uuid));

@@ -1,0 +1,166 @@
+//! The RPC handlers (spec/conductor.md §4). Each one re-reads the cluster, checks the state
+//! machine on that fresh row and moves the status with a guarded write *before* calling the
+//! driver, so two requests can never both pass the check (upstream checked the API's
+//! snapshot and moved the status only after the driver returned).
+
+mod ca;
+mod cluster;
+mod nodegroup;
+
+use async_trait::async_trait;
+use magnum_core::status::ClusterStatus;
+use magnum_core::{RequestContext, Result};
+use magnum_db::repo::cluster::Cluster;
+use magnum_db::repo::nodegroup::NodeGroup;
+use magnum_rpc::{
+    ClusterCreate, ClusterRef, ClusterResize, ClusterUpdate, ClusterUpgrade, ConductorApi,
+    GetCaCertificate, NodegroupRef, NodegroupUpdate, SignCertificate,
+};
+
+use crate::notify::{Action, Outcome};
+use crate::service::{Conductor, Inner};
+
+pub(crate) use cluster::{create as resume_create, finish_delete};
+
+/// The context certificate stores see: the cluster's own project, whoever asks, so the
+/// rows are found again by every later caller (and by the sweep).
+pub(crate) fn cert_ctx(cluster: &Cluster) -> RequestContext {
+    RequestContext::for_project(
+        cluster.project_id.as_deref().unwrap_or_default(),
+        cluster.user_id.as_deref().unwrap_or_default(),
+    )
+}
+
+fn status(s: ClusterStatus) -> Option<String> {
+    Some(s.as_str().to_owned())
+}
+
+/// Marks the cluster failed with `reason` and sends the failure notification. Reads the row
+/// again first, so a failure is recorded whatever happened to it meanwhile.
+pub(crate) async fn fail(
+    inner: &Inner,
+    ctx: &RequestContext,
+    uuid: &str,
+    action: Action,
+    to: ClusterStatus,
+    reason: &str,
+) {
+    for _ in 0..3 {
+        let admin = RequestContext::admin_all_tenants();
+        let Ok((cluster, ngs)) = inner.load(&admin, uuid).await else {
+            return;
+        };
+        let mut m = cluster.clone();
+        m.status = status(to);
+        m.status_reason = Some(reason.to_owned());
+        match inner.db.clusters().save(&cluster, &m).await {
+            Ok(saved) => {
+                inner.notify(ctx, action, Outcome::Failure, &saved, &ngs).await;
+                inner.wake(uuid);
+                return;
+            }
+            Err(magnum_core::Error::StaleWrite { .. }) => continue,
+            Err(e) => {
+                tracing::error!(cluster = uuid, error = %e, "cannot record the failure");
+                return;
+            }
+        }
+    }
+}
+
+/// Saves `f` applied to `ng`, returning the stored row.
+pub(crate) async fn save_ng(
+    inner: &Inner,
+    ng: &NodeGroup,
+    f: impl FnOnce(&mut NodeGroup),
+) -> Result<NodeGroup> {
+    let mut m = ng.clone();
+    f(&mut m);
+    if m == *ng {
+        return Ok(m);
+    }
+    inner.db.nodegroups().save(ng, &m).await
+}
+
+/// Saves `f` applied to `cluster`, returning the stored row.
+pub(crate) async fn save_cluster(
+    inner: &Inner,
+    cluster: &Cluster,
+    f: impl FnOnce(&mut Cluster),
+) -> Result<Cluster> {
+    let mut m = cluster.clone();
+    f(&mut m);
+    if m == *cluster {
+        return Ok(m);
+    }
+    inner.db.clusters().save(cluster, &m).await
+}
+
+#[async_trait]
+impl ConductorApi for Conductor {
+    async fn cluster_create(&self, ctx: &RequestContext, req: ClusterCreate) -> Result<()> {
+        cluster::create(&self.inner, ctx, &req.cluster_uuid).await
+    }
+    async fn cluster_update(&self, ctx: &RequestContext, req: ClusterUpdate) -> Result<()> {
+        cluster::update(&self.inner, ctx, req).await
+    }
+    async fn cluster_delete(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
+        cluster::delete(&self.inner, ctx, &req.cluster_uuid).await
+    }
+    async fn cluster_resize(&self, ctx: &RequestContext, req: ClusterResize) -> Result<()> {
+        cluster::resize(&self.inner, ctx, req).await
+    }
+    async fn cluster_upgrade(&self, ctx: &RequestContext, req: ClusterUpgrade) -> Result<()> {
+        cluster::upgrade(&self.inner, ctx, req).await
+    }
+    async fn nodegroup_create(&self, ctx: &RequestContext, req: NodegroupRef) -> Result<()> {
+        nodegroup::create(&self.inner, ctx, req).await
+    }
+    async fn nodegroup_update(&self, ctx: &RequestContext, req: NodegroupUpdate) -> Result<()> {
+        nodegroup::update(&self.inner, ctx, req).await
+    }
+    async fn nodegroup_delete(&self, ctx: &RequestContext, req: NodegroupRef) -> Result<()> {
+        nodegroup::delete(&self.inner, ctx, req).await
+    }
+    async fn credential_rotate(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
+        ca::rotate_credential(&self.inner, ctx, &req.cluster_uuid).await
+    }
+    async fn sign_certificate(
+        &self,
+        ctx: &RequestContext,
+        req: SignCertificate,
+    ) -> Result<String> {
+        ca::sign(&self.inner, ctx, req).await
+    }
+    async fn get_ca_certificate(
+        &self,
+        ctx: &RequestContext,
+        req: GetCaCertificate,
+    ) -> Result<String> {
+        ca::get_ca(&self.inner, ctx, req).await
+    }
+    async fn rotate_ca_certificate(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
+        ca::rotate_ca(&self.inner, ctx, &req.cluster_uuid).await
+    }
+    async fn ping_conductor(&self, _ctx: &RequestContext) -> Result<bool> {
+        Ok(true)
+    }
+}
+
+/// The action a final status reports (upstream's map, minus its crash on statuses outside it).
+pub(crate) fn action_of(status: &str) -> Option<(Action, Outcome)> {
+    let outcome = if status.ends_with("_COMPLETE") {
+        Outcome::Success
+    } else if status.ends_with("_FAILED") {
+        Outcome::Failure
+    } else {
+        return None;
+    };
+    let action = match status.split('_').next()? {
+        "CREATE" => Action::Create,
+        "DELETE" => Action::Delete,
+        "UPDATE" | "ROLLBACK" => Action::Update,
+        _ => return None,
+    };
+    Some((action, outcome))
+}

@@ -1,0 +1,269 @@
+//! Status sync: drivers report changes as they happen (the waker), and a sweep every
+//! `[conductor] sync_interval` is the safety net. The sweep reads every in-progress cluster,
+//! their nodegroups and templates in three statements whatever their number, resumes creates
+//! a crash interrupted, and enforces `create_timeout` (upstream never did).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use magnum_core::status::ClusterStatus as S;
+use magnum_core::{Error, RequestContext, Result};
+use magnum_db::repo::cluster::Cluster;
+use magnum_db::repo::nodegroup::NodeGroup;
+use tokio::sync::{Semaphore, mpsc};
+
+use crate::driver::{Driver, StatusReport};
+use crate::handlers::{action_of, fail, finish_delete, resume_create, save_cluster, save_ng};
+use crate::notify::Action;
+use crate::service::{Conductor, Inner};
+
+const IN_PROGRESS: [&str; 4] = [
+    "CREATE_IN_PROGRESS",
+    "UPDATE_IN_PROGRESS",
+    "DELETE_IN_PROGRESS",
+    "ROLLBACK_IN_PROGRESS",
+];
+/// Bound on concurrent driver polls, so a slow backend cannot pile up work.
+const MAX_CONCURRENT: usize = 16;
+/// Longest a driver may take to answer one poll.
+const POLL_TIMEOUT: Duration = Duration::from_secs(30);
+/// A create younger than this may still have its cast on the way; do not resume it yet.
+const RESUME_GRACE_SECS: i64 = 30;
+
+pub(crate) async fn run(c: Conductor, mut wakes: mpsc::UnboundedReceiver<String>) {
+    let permits = Arc::new(Semaphore::new(MAX_CONCURRENT));
+    let mut tick = tokio::time::interval(c.inner.settings.sync_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                if c.inner.settings.periodic_enable
+                    && let Err(e) = sweep(&c, &permits).await
+                {
+                    tracing::warn!(error = %e, "status sweep failed");
+                }
+            }
+            woken = wakes.recv() => {
+                let Some(uuid) = woken else { return };
+                let (c, permits) = (c.clone(), permits.clone());
+                tokio::spawn(async move {
+                    let Ok(_permit) = permits.acquire_owned().await else { return };
+                    if let Err(e) = sync_one(&c.inner, &uuid).await {
+                        tracing::debug!(cluster = %uuid, error = %e, "status sync skipped");
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// One pass over every in-progress cluster: three reads, then one task per cluster.
+pub(crate) async fn sweep(c: &Conductor, permits: &Arc<Semaphore>) -> Result<()> {
+    let inner = &c.inner;
+    let clusters = inner.db.clusters().with_status(&IN_PROGRESS).await?;
+    if clusters.is_empty() {
+        return Ok(());
+    }
+    let uuids: Vec<String> = clusters.iter().filter_map(|c| c.uuid.clone()).collect();
+    let mut ngs_of: HashMap<String, Vec<NodeGroup>> = HashMap::new();
+    for ng in inner.db.nodegroups().for_clusters(&uuids).await? {
+        ngs_of.entry(ng.cluster_id.clone()).or_default().push(ng);
+    }
+    let mut template_ids: Vec<String> = clusters
+        .iter()
+        .filter_map(|c| c.cluster_template_id.clone())
+        .collect();
+    template_ids.sort();
+    template_ids.dedup();
+    let templates = inner.db.cluster_templates().for_uuids(&template_ids).await?;
+    let mut tasks = Vec::with_capacity(clusters.len());
+    for cluster in clusters {
+        let uuid = cluster.uuid.clone().unwrap_or_default();
+        let ngs = ngs_of.remove(&uuid).unwrap_or_default();
+        let driver = templates
+            .iter()
+            .find(|t| t.uuid == cluster.cluster_template_id)
+            .ok_or_else(|| Error::ClusterTemplateNotFound {
+                template: cluster.cluster_template_id.clone().unwrap_or_default(),
+            })
+            .and_then(|t| inner.drivers.for_template(t));
+        let (c, permits) = (c.clone(), permits.clone());
+        tasks.push(tokio::spawn(async move {
+            let Ok(_permit) = permits.acquire_owned().await else {
+                return;
+            };
+            if let Err(e) = process(&c.inner, cluster, ngs, driver).await {
+                tracing::debug!(cluster = %uuid, error = %e, "status sync skipped");
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    Ok(())
+}
+
+/// Targeted sync of one cluster, when its driver says something changed.
+pub(crate) async fn sync_one(inner: &Inner, uuid: &str) -> Result<()> {
+    let admin = RequestContext::admin_all_tenants();
+    let (cluster, ngs) = inner.load(&admin, uuid).await?;
+    if !cluster
+        .status
+        .as_deref()
+        .is_some_and(|s| IN_PROGRESS.contains(&s))
+    {
+        return Ok(());
+    }
+    let driver = inner.driver_for(&cluster).await;
+    process(inner, cluster, ngs, driver).await
+}
+
+fn timed_out(cluster: &Cluster, now: chrono::NaiveDateTime) -> Option<i32> {
+    let minutes = cluster.create_timeout.filter(|m| *m > 0)?;
+    let created = cluster.created_at?;
+    (now > created + chrono::Duration::minutes(i64::from(minutes))).then_some(minutes)
+}
+
+async fn process(
+    inner: &Inner,
+    cluster: Cluster,
+    ngs: Vec<NodeGroup>,
+    driver: Result<Arc<dyn Driver>>,
+) -> Result<()> {
+    let uuid = cluster.uuid.clone().unwrap_or_default();
+    let now = magnum_db::repo::now();
+    let creating = cluster.status.as_deref() == Some(S::CreateInProgress.as_str());
+    if creating && let Some(minutes) = timed_out(&cluster, now) {
+        let reason = format!(
+            "Cluster creation did not complete within its create_timeout of {minutes} minutes."
+        );
+        let lock = inner.lock_for(&uuid);
+        let _held = lock.lock().await;
+        for ng in ngs
+            .iter()
+            .filter(|ng| ng.status.as_deref() == Some(S::CreateInProgress.as_str()))
+        {
+            let _ = save_ng(inner, ng, |m| {
+                m.status = Some(S::CreateFailed.as_str().to_owned());
+                m.status_reason = Some(reason.clone());
+            })
+            .await;
+        }
+        let admin = RequestContext::admin_all_tenants();
+        fail(inner, &admin, &uuid, Action::Create, S::CreateFailed, &reason).await;
+        return Ok(());
+    }
+    if creating && cluster.stack_id.is_none() {
+        // Never handed to the driver: the create was cut short (crash, lost message).
+        let created = cluster.created_at.unwrap_or(now);
+        let orphaned = created < inner.started_at
+            || now - created > chrono::Duration::seconds(RESUME_GRACE_SECS);
+        if orphaned {
+            tracing::info!(cluster = %uuid, "resuming an interrupted cluster create");
+            let ctx = RequestContext::admin_all_tenants();
+            // Its failure is recorded on the cluster by the handler.
+            let _ = resume_create(inner, &ctx, &uuid).await;
+        }
+        return Ok(());
+    }
+    let driver = match driver {
+        Ok(d) => d,
+        Err(e) => {
+            let admin = RequestContext::admin_all_tenants();
+            let (action, to) = failure_for(cluster.status.as_deref().unwrap_or_default());
+            fail(inner, &admin, &uuid, action, to, &e.to_string()).await;
+            return Ok(());
+        }
+    };
+    let lock = inner.lock_for(&uuid);
+    let _held = lock.lock().await;
+    let report = match tokio::time::timeout(POLL_TIMEOUT, driver.poll_status(&cluster, &ngs)).await
+    {
+        Ok(r) => r?,
+        Err(_) => {
+            tracing::warn!(cluster = %uuid, driver = driver.name(), "driver poll timed out");
+            return Ok(());
+        }
+    };
+    apply(inner, cluster, ngs, report).await
+}
+
+fn failure_for(status: &str) -> (Action, S) {
+    match status {
+        "CREATE_IN_PROGRESS" => (Action::Create, S::CreateFailed),
+        "DELETE_IN_PROGRESS" => (Action::Delete, S::DeleteFailed),
+        _ => (Action::Update, S::UpdateFailed),
+    }
+}
+
+/// Persists what the driver observed, with guarded writes: if anything changed the rows
+/// meanwhile, nothing of this report is written and the next sync sees the new state.
+async fn apply(
+    inner: &Inner,
+    cluster: Cluster,
+    ngs: Vec<NodeGroup>,
+    report: StatusReport,
+) -> Result<()> {
+    if report.is_empty() {
+        return Ok(());
+    }
+    let uuid = cluster.uuid.clone().unwrap_or_default();
+    if report.status.as_deref() == Some(S::DeleteComplete.as_str()) {
+        return finish_delete(inner, &cluster, &ngs).await;
+    }
+    let mut ngs_now = Vec::with_capacity(ngs.len());
+    for ng in ngs {
+        match report.nodegroups.iter().find(|r| r.uuid == ng.uuid) {
+            Some(r) if r.deleted => {
+                let ident = magnum_core::ids::Identity::Uuid(ng.uuid.clone());
+                inner.db.nodegroups().destroy(&uuid, &ident).await?;
+            }
+            Some(r) => {
+                let saved = save_ng(inner, &ng, |m| {
+                    if r.status.is_some() {
+                        m.status = r.status.clone();
+                    }
+                    if let Some(reason) = &r.status_reason {
+                        m.status_reason = reason.clone();
+                    }
+                    if r.node_addresses.is_some() {
+                        m.node_addresses = r.node_addresses.clone();
+                    }
+                    if r.stack_id.is_some() {
+                        m.stack_id = r.stack_id.clone();
+                    }
+                })
+                .await?;
+                ngs_now.push(saved);
+            }
+            None => ngs_now.push(ng),
+        }
+    }
+    let before = cluster.status.clone();
+    let saved = save_cluster(inner, &cluster, |m| {
+        if report.status.is_some() {
+            m.status = report.status.clone();
+        }
+        if let Some(reason) = &report.status_reason {
+            m.status_reason = reason.clone();
+        }
+        for (field, value) in [
+            (&mut m.api_address, &report.api_address),
+            (&mut m.coe_version, &report.coe_version),
+            (&mut m.container_version, &report.container_version),
+        ] {
+            if value.is_some() {
+                *field = value.clone();
+            }
+        }
+    })
+    .await?;
+    if saved.status != before
+        && let Some((action, outcome)) = saved.status.as_deref().and_then(action_of)
+    {
+        let admin = RequestContext::admin_all_tenants();
+        inner.notify(&admin, action, outcome, &saved, &ngs_now).await;
+    }
+    Ok(())
+}
