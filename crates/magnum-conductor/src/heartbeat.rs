@@ -10,7 +10,12 @@ pub(crate) async fn run(c: Conductor) {
     loop {
         tick.tick().await;
         let host = Some(inner.settings.host.as_str());
-        match inner.db.magnum_services().report_state_up(host, BINARY).await {
+        match inner
+            .db
+            .magnum_services()
+            .report_state_up(host, BINARY)
+            .await
+        {
             Ok(_) => tracing::debug!(host = %inner.settings.host, "heartbeat"),
             Err(e) => tracing::warn!(error = %e, "heartbeat not recorded"),
         }

@@ -76,7 +76,11 @@ pub(crate) async fn sweep(c: &Conductor, permits: &Arc<Semaphore>) -> Result<()>
         .collect();
     template_ids.sort();
     template_ids.dedup();
-    let templates = inner.db.cluster_templates().for_uuids(&template_ids).await?;
+    let templates = inner
+        .db
+        .cluster_templates()
+        .for_uuids(&template_ids)
+        .await?;
     let mut tasks = Vec::with_capacity(clusters.len());
     for cluster in clusters {
         let uuid = cluster.uuid.clone().unwrap_or_default();
@@ -151,7 +155,15 @@ async fn process(
             .await;
         }
         let admin = RequestContext::admin_all_tenants();
-        fail(inner, &admin, &uuid, Action::Create, S::CreateFailed, &reason).await;
+        fail(
+            inner,
+            &admin,
+            &uuid,
+            Action::Create,
+            S::CreateFailed,
+            &reason,
+        )
+        .await;
         return Ok(());
     }
     if creating && cluster.stack_id.is_none() {
@@ -263,7 +275,9 @@ async fn apply(
         && let Some((action, outcome)) = saved.status.as_deref().and_then(action_of)
     {
         let admin = RequestContext::admin_all_tenants();
-        inner.notify(&admin, action, outcome, &saved, &ngs_now).await;
+        inner
+            .notify(&admin, action, outcome, &saved, &ngs_now)
+            .await;
     }
     Ok(())
 }

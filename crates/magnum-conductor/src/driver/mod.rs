@@ -142,8 +142,11 @@ pub trait Driver: Send + Sync {
     ) -> Result<()>;
 
     /// Observe an in-progress cluster (upstream `update_cluster_status`).
-    async fn poll_status(&self, cluster: &Cluster, nodegroups: &[NodeGroup])
-    -> Result<StatusReport>;
+    async fn poll_status(
+        &self,
+        cluster: &Cluster,
+        nodegroups: &[NodeGroup],
+    ) -> Result<StatusReport>;
 
     /// Whether `rotate_ca_certificate` can succeed: asked before any new CA is made, so a
     /// refusal changes nothing (upstream replaced the CAs first).

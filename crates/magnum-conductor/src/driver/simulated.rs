@@ -201,7 +201,10 @@ impl SimulatedDriver {
         let status = cluster.status.as_deref()?;
         let busy_ng = nodegroups.iter().find(|ng| {
             ng.is_default != Some(true)
-                && ng.status.as_deref().is_some_and(|s| s.ends_with("_IN_PROGRESS"))
+                && ng
+                    .status
+                    .as_deref()
+                    .is_some_and(|s| s.ends_with("_IN_PROGRESS"))
         });
         let op = match (status, busy_ng.and_then(|ng| ng.status.as_deref())) {
             ("CREATE_IN_PROGRESS", _) => Op::Create,
@@ -264,7 +267,12 @@ impl Driver for SimulatedDriver {
         _rollback: bool,
     ) -> Result<()> {
         Self::fails_now(cluster.labels.as_deref(), Op::Update)?;
-        self.start(cluster.uuid.as_deref().unwrap_or_default(), Op::Update, None, None);
+        self.start(
+            cluster.uuid.as_deref().unwrap_or_default(),
+            Op::Update,
+            None,
+            None,
+        );
         Ok(())
     }
 
@@ -302,7 +310,12 @@ impl Driver for SimulatedDriver {
 
     async fn delete_cluster(&self, _ctx: &RequestContext, cluster: &Cluster) -> Result<()> {
         Self::fails_now(cluster.labels.as_deref(), Op::Delete)?;
-        self.start(cluster.uuid.as_deref().unwrap_or_default(), Op::Delete, None, None);
+        self.start(
+            cluster.uuid.as_deref().unwrap_or_default(),
+            Op::Delete,
+            None,
+            None,
+        );
         Ok(())
     }
 
@@ -409,7 +422,8 @@ impl Driver for SimulatedDriver {
             };
             // A failure belongs to the nodegroup the operation was about (or, for cluster
             // operations, to every nodegroup it touched).
-            let ng_failed = failed && (target.is_none() || target.is_some_and(|t| t.uuid == ng.uuid));
+            let ng_failed =
+                failed && (target.is_none() || target.is_some_and(|t| t.uuid == ng.uuid));
             let mut r = NodegroupReport {
                 uuid: ng.uuid.clone(),
                 stack_id: cluster.stack_id.clone().filter(|_| ng.stack_id.is_none()),
@@ -436,7 +450,12 @@ impl Driver for SimulatedDriver {
 
     async fn rotate_ca_certificate(&self, _ctx: &RequestContext, cluster: &Cluster) -> Result<()> {
         Self::fails_now(cluster.labels.as_deref(), Op::RotateCa)?;
-        self.start(cluster.uuid.as_deref().unwrap_or_default(), Op::RotateCa, None, None);
+        self.start(
+            cluster.uuid.as_deref().unwrap_or_default(),
+            Op::RotateCa,
+            None,
+            None,
+        );
         Ok(())
     }
 

@@ -11,11 +11,22 @@ use crate::certs::{CaType, ClusterCertRefs, ClusterPki};
 use crate::notify::{Action, Outcome};
 use crate::service::Inner;
 
-pub(crate) async fn sign(inner: &Inner, ctx: &RequestContext, req: SignCertificate) -> Result<String> {
+pub(crate) async fn sign(
+    inner: &Inner,
+    ctx: &RequestContext,
+    req: SignCertificate,
+) -> Result<String> {
     let ca = CaType::parse(req.ca_cert_type.as_deref())?;
-    let cluster = inner.db.clusters().get_by_uuid(ctx, &req.cluster_uuid).await?;
+    let cluster = inner
+        .db
+        .clusters()
+        .get_by_uuid(ctx, &req.cluster_uuid)
+        .await?;
     let refs = ClusterCertRefs::from_cluster(&cluster);
-    inner.pki.sign(&cert_ctx(&cluster), &refs, ca, &req.csr).await
+    inner
+        .pki
+        .sign(&cert_ctx(&cluster), &refs, ca, &req.csr)
+        .await
 }
 
 pub(crate) async fn get_ca(
@@ -24,9 +35,16 @@ pub(crate) async fn get_ca(
     req: GetCaCertificate,
 ) -> Result<String> {
     let ca = CaType::parse(req.ca_cert_type.as_deref())?;
-    let cluster = inner.db.clusters().get_by_uuid(ctx, &req.cluster_uuid).await?;
+    let cluster = inner
+        .db
+        .clusters()
+        .get_by_uuid(ctx, &req.cluster_uuid)
+        .await?;
     let refs = ClusterCertRefs::from_cluster(&cluster);
-    inner.pki.ca_certificate(&cert_ctx(&cluster), &refs, ca).await
+    inner
+        .pki
+        .ca_certificate(&cert_ctx(&cluster), &refs, ca)
+        .await
 }
 
 /// New CAs replace the old ones only once the driver has accepted them; a driver that cannot
@@ -61,7 +79,15 @@ pub(crate) async fn rotate_ca(inner: &Inner, ctx: &RequestContext, uuid: &str) -
     new.apply_to(&mut proposed);
     if let Err(e) = driver.rotate_ca_certificate(ctx, &proposed).await {
         inner.pki.delete(&certs_ctx, &new).await;
-        fail(inner, ctx, uuid, Action::Update, S::UpdateFailed, &e.to_string()).await;
+        fail(
+            inner,
+            ctx,
+            uuid,
+            Action::Update,
+            S::UpdateFailed,
+            &e.to_string(),
+        )
+        .await;
         return Err(e);
     }
     let saved = save_cluster(inner, &cluster, |m| {

@@ -56,7 +56,15 @@ pub(crate) async fn create(inner: &Inner, ctx: &RequestContext, uuid: &str) -> R
     match drive_create(inner, ctx, cluster, &ngs).await {
         Ok(()) => Ok(()),
         Err(e) => {
-            fail(inner, ctx, uuid, Action::Create, S::CreateFailed, &e.to_string()).await;
+            fail(
+                inner,
+                ctx,
+                uuid,
+                Action::Create,
+                S::CreateFailed,
+                &e.to_string(),
+            )
+            .await;
             Err(e)
         }
     }
@@ -148,7 +156,13 @@ pub(crate) async fn update(inner: &Inner, ctx: &RequestContext, req: ClusterUpda
     let resized = save_ng(inner, &worker, |m| m.node_count = Some(req.node_count)).await?;
     let ngs_now: Vec<NodeGroup> = ngs
         .iter()
-        .map(|ng| if ng.uuid == resized.uuid { resized.clone() } else { ng.clone() })
+        .map(|ng| {
+            if ng.uuid == resized.uuid {
+                resized.clone()
+            } else {
+                ng.clone()
+            }
+        })
         .collect();
     let outcome = match inner.driver_for(&updated).await {
         Ok(driver) => {
@@ -160,7 +174,15 @@ pub(crate) async fn update(inner: &Inner, ctx: &RequestContext, req: ClusterUpda
     };
     if let Err(e) = outcome {
         let _ = save_ng(inner, &resized, |m| m.node_count = old_count).await;
-        fail(inner, ctx, uuid, Action::Update, S::UpdateFailed, &e.to_string()).await;
+        fail(
+            inner,
+            ctx,
+            uuid,
+            Action::Update,
+            S::UpdateFailed,
+            &e.to_string(),
+        )
+        .await;
         return Err(e);
     }
     Ok(())
@@ -197,7 +219,13 @@ pub(crate) async fn resize(inner: &Inner, ctx: &RequestContext, req: ClusterResi
         Ok(updated) => match inner.driver_for(&updated).await {
             Ok(driver) => {
                 driver
-                    .resize_cluster(ctx, &updated, &resized, req.node_count, &req.nodes_to_remove)
+                    .resize_cluster(
+                        ctx,
+                        &updated,
+                        &resized,
+                        req.node_count,
+                        &req.nodes_to_remove,
+                    )
                     .await
             }
             Err(e) => Err(e),
@@ -218,7 +246,11 @@ pub(crate) async fn resize(inner: &Inner, ctx: &RequestContext, req: ClusterResi
     Ok(())
 }
 
-pub(crate) async fn upgrade(inner: &Inner, ctx: &RequestContext, req: ClusterUpgrade) -> Result<()> {
+pub(crate) async fn upgrade(
+    inner: &Inner,
+    ctx: &RequestContext,
+    req: ClusterUpgrade,
+) -> Result<()> {
     let uuid = req.cluster_uuid.as_str();
     let lock = inner.lock_for(uuid);
     let _held = lock.lock().await;
@@ -317,7 +349,15 @@ pub(crate) async fn delete(inner: &Inner, ctx: &RequestContext, uuid: &str) -> R
         Err(e) => Err(e),
     };
     if let Err(e) = outcome {
-        fail(inner, ctx, uuid, Action::Delete, S::DeleteFailed, &e.to_string()).await;
+        fail(
+            inner,
+            ctx,
+            uuid,
+            Action::Delete,
+            S::DeleteFailed,
+            &e.to_string(),
+        )
+        .await;
         return Err(e);
     }
     Ok(())
@@ -325,7 +365,11 @@ pub(crate) async fn delete(inner: &Inner, ctx: &RequestContext, uuid: &str) -> R
 
 /// The driver reports the cluster gone: remove its rows (one transaction) and all four of its
 /// certificates, and say so. Only a cluster still DELETE_IN_PROGRESS is removed.
-pub(crate) async fn finish_delete(inner: &Inner, cluster: &Cluster, ngs: &[NodeGroup]) -> Result<()> {
+pub(crate) async fn finish_delete(
+    inner: &Inner,
+    cluster: &Cluster,
+    ngs: &[NodeGroup],
+) -> Result<()> {
     let uuid = cluster.uuid.clone().unwrap_or_default();
     let expected = cluster.status.as_deref().unwrap_or_default();
     if !inner

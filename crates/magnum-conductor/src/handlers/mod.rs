@@ -55,7 +55,9 @@ pub(crate) async fn fail(
         m.status_reason = Some(reason.to_owned());
         match inner.db.clusters().save(&cluster, &m).await {
             Ok(saved) => {
-                inner.notify(ctx, action, Outcome::Failure, &saved, &ngs).await;
+                inner
+                    .notify(ctx, action, Outcome::Failure, &saved, &ngs)
+                    .await;
                 inner.wake(uuid);
                 return;
             }
@@ -125,11 +127,7 @@ impl ConductorApi for Conductor {
     async fn credential_rotate(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
         ca::rotate_credential(&self.inner, ctx, &req.cluster_uuid).await
     }
-    async fn sign_certificate(
-        &self,
-        ctx: &RequestContext,
-        req: SignCertificate,
-    ) -> Result<String> {
+    async fn sign_certificate(&self, ctx: &RequestContext, req: SignCertificate) -> Result<String> {
         ca::sign(&self.inner, ctx, req).await
     }
     async fn get_ca_certificate(
