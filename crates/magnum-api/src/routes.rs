@@ -225,6 +225,9 @@ async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
     };
     match first.as_str() {
         "clustertemplates" => crate::v1::clustertemplates::route(app, req).await,
+        "clusters" => crate::v1::clusters::route(app, req).await,
+        "certificates" => crate::v1::certificates::route(app, req).await,
+        "credentials" => crate::v1::credentials::route(app, req).await,
         "quotas" => crate::v1::quotas::route(app, req).await,
         "stats" => crate::v1::stats::route(app, req).await,
         "mservices" => crate::v1::mservices::route(app, req).await,

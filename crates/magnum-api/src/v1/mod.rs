@@ -1,15 +1,24 @@
 //! API v1: version documents and what every resource module shares (links, timestamps,
 //! collection parameters, `next` links, ident lookups, policy targets).
 
+pub mod certificates;
+pub mod clusters;
 pub mod clustertemplates;
+pub mod credentials;
 pub mod federations;
+pub mod lookup;
 pub mod mservices;
+pub mod nodegroups;
 pub mod quotas;
 pub mod stats;
 
 /// Every resource's routes, for the OpenAPI document.
 pub const ROUTE_GROUPS: &[&[crate::openapi::RouteDoc]] = &[
     clustertemplates::ROUTES,
+    clusters::ROUTES,
+    nodegroups::ROUTES,
+    certificates::ROUTES,
+    credentials::ROUTES,
     quotas::ROUTES,
     stats::ROUTES,
     mservices::ROUTES,

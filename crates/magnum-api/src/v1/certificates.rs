@@ -1,0 +1,169 @@
+//! `/v1/certificates` (api.md §6.4): a cluster's CA certificate, CSR signing and CA rotation,
+//! each a synchronous call to the conductor.
+
+use axum::response::Response;
+use http::{Method, StatusCode};
+use magnum_core::Error;
+use magnum_db::repo::cluster::Cluster;
+use magnum_rpc::{ClusterRef, GetCaCertificate, SignCertificate};
+use serde_json::{Value, json};
+
+use super::lookup;
+use super::{links_pair, owner_target, respond};
+use crate::AppState;
+use crate::error::{ApiError, ApiResult};
+use crate::input::{Field, Kind, field, invalid, parse_object, read_only};
+use crate::routes::Req;
+
+const FIELDS: &[Field] = &[
+    field("cluster_uuid", super::clusters::TEXT),
+    read_only("links"),
+    field("csr", Kind::Str { min: 1, max: 65535 }),
+    field("pem", super::clusters::TEXT),
+    field("ca_cert_type", super::clusters::TEXT),
+    read_only("created_at"),
+    read_only("updated_at"),
+];
+
+use crate::openapi::{Body, RouteDoc};
+
+pub const ROUTES: &[RouteDoc] = &[
+    RouteDoc {
+        method: "GET",
+        path: "/v1/certificates/{cluster_ident}",
+        summary: "Show a cluster's CA certificate",
+        status: 200,
+        body: Body::None,
+        policy: "certificate:get",
+    },
+    RouteDoc {
+        method: "POST",
+        path: "/v1/certificates",
+        summary: "Sign a certificate signing request with a cluster's CA",
+        status: 201,
+        body: Body::Object("Certificate", FIELDS),
+        policy: "certificate:create",
+    },
+    RouteDoc {
+        method: "PATCH",
+        path: "/v1/certificates/{cluster_ident}",
+        summary: "Rotate a cluster's CA certificate",
+        status: 202,
+        body: Body::None,
+        policy: "certificate:rotate_ca",
+    },
+];
+
+pub async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
+    let rest: Vec<String> = req.segs.iter().skip(1).cloned().collect();
+    match (&req.method, rest.as_slice()) {
+        (&Method::GET, [ident]) => {
+            req.allow_query(&["ca_cert_type"])?;
+            show(app, &req, ident).await
+        }
+        (&Method::POST, []) => {
+            req.allow_query(&[])?;
+            sign(app, &req).await
+        }
+        (&Method::PATCH, [ident]) => {
+            req.allow_query(&[])?;
+            rotate(app, &req, ident).await
+        }
+        (&Method::PATCH, []) => Err(ApiError::BadRequest(
+            "Missing argument: \"cluster_ident\"".into(),
+        )),
+        (_, [] | [_]) => Err(ApiError::Routing(StatusCode::METHOD_NOT_ALLOWED)),
+        _ => Err(ApiError::Routing(StatusCode::NOT_FOUND)),
+    }
+}
+
+fn owner(c: &Cluster) -> magnum_core::policy::Target {
+    owner_target(c.project_id.as_deref(), c.user_id.as_deref())
+}
+
+async fn show(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
+    let c = lookup::cluster(app, &req.ctx, ident).await?;
+    app.policy
+        .authorize("certificate:get", &owner(&c), &req.ctx)?;
+    let uuid = c.uuid.unwrap_or_default();
+    let message = GetCaCertificate {
+        cluster_uuid: uuid.clone(),
+        ca_cert_type: req.query("ca_cert_type").map(str::to_owned),
+    };
+    let pem = app.conductor.get_ca_certificate(&req.ctx, message).await?;
+    respond(
+        StatusCode::OK,
+        &json!({
+            "cluster_uuid": uuid,
+            "links": links_pair(&req.base, &format!("certificates/{uuid}")),
+            "pem": pem,
+        }),
+    )
+}
+
+async fn sign(app: &AppState, req: &Req) -> ApiResult<Response> {
+    let doc = parse_object("certificate", req.body.as_ref(), FIELDS)?;
+    // The cluster is resolved while the body is read: a missing one is the request's fault
+    // (400), except when no cluster was named at all (upstream's 404 for `None`).
+    let c = match doc.get("cluster_uuid").and_then(Value::as_str) {
+        Some(ident) if !ident.is_empty() => match lookup::cluster(app, &req.ctx, ident).await {
+            Err(ApiError::Domain(e @ Error::ClusterNotFound { .. })) => {
+                return Err(ApiError::BadRequest(e.to_string()));
+            }
+            other => other?,
+        },
+        _ => lookup::cluster(app, &req.ctx, "None").await?,
+    };
+    app.policy
+        .authorize("certificate:create", &owner(&c), &req.ctx)?;
+    let Some(csr) = doc.get("csr").and_then(Value::as_str).map(str::to_owned) else {
+        // Upstream's conductor failed on a missing CSR; say so before asking it.
+        return Err(invalid("csr", &Value::Null, "Mandatory field missing."));
+    };
+    let uuid = c.uuid.unwrap_or_default();
+    let ca_cert_type = doc
+        .get("ca_cert_type")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let message = SignCertificate {
+        cluster_uuid: uuid.clone(),
+        csr: csr.clone(),
+        ca_cert_type: ca_cert_type.clone(),
+    };
+    let pem = app.conductor.sign_certificate(&req.ctx, message).await?;
+    let mut body = json!({
+        "cluster_uuid": uuid,
+        "links": links_pair(&req.base, &format!("certificates/{uuid}")),
+        "csr": csr,
+        "pem": pem,
+    });
+    if let Some(t) = ca_cert_type {
+        body["ca_cert_type"] = Value::String(t);
+    }
+    respond(StatusCode::CREATED, &body)
+}
+
+async fn rotate(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
+    let c = lookup::cluster(app, &req.ctx, ident).await?;
+    app.policy
+        .authorize("certificate:rotate_ca", &owner(&c), &req.ctx)?;
+    let template = lookup::template(
+        app,
+        &req.ctx,
+        c.cluster_template_id.as_deref().unwrap_or("None"),
+    )
+    .await?;
+    if template.tls_disabled == Some(true) {
+        return Err(ApiError::BadRequest(
+            "Rotating the CA certificate on a non-TLS cluster is not supported".into(),
+        ));
+    }
+    let uuid = c.uuid.unwrap_or_default();
+    let message = ClusterRef {
+        cluster_uuid: uuid.clone(),
+    };
+    app.conductor
+        .rotate_ca_certificate(&req.ctx, message)
+        .await?;
+    respond(StatusCode::ACCEPTED, &json!({"uuid": uuid}))
+}

@@ -1,0 +1,1206 @@
+//! `/v1/clusters` (api.md §6.2): list/detail, show, create, JSON-patch update, delete and the
+//! resize/upgrade actions. Nodegroups live under a cluster and are routed from here.
+//!
+//! Upstream flaw fixed: create checked the quota in the API and left the insert to the
+//! conductor, so concurrent creates overshot the quota and a GET right after the 202 found no
+//! cluster (or failed to render it, with master_count 0). Here the cluster row and its two
+//! default nodegroups are inserted in one transaction that enforces the quota, and only then
+//! is the conductor told.
+
+use std::collections::HashMap;
+
+use axum::response::Response;
+use http::{Method, StatusCode};
+use magnum_core::ids::is_uuid_like;
+use magnum_core::lifecycle::ClusterOp;
+use magnum_core::status::ClusterStatus;
+use magnum_core::{Error, RequestContext};
+use magnum_db::json::dumps;
+use magnum_db::repo::cluster::{Cluster, ClusterFilters, ClusterQuota};
+use magnum_db::repo::cluster_template::ClusterTemplate;
+use magnum_db::repo::nodegroup::NodeGroup;
+use magnum_rpc::{ClusterCreate, ClusterRef, ClusterResize, ClusterUpdate, ClusterUpgrade};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+
+use super::lookup::{self, admin_scope, labels_diff};
+use super::{Link, ListParams, Ts, ctx_target, links, no_content, owner_target, raw_json, respond};
+use crate::AppState;
+use crate::error::{ApiError, ApiResult};
+use crate::input::{
+    Field, Kind, STR255, check_value, field, invalid, mandatory, parse_object, read_only,
+    revalidate,
+};
+use crate::patch::{PatchRules, apply_patch, parse_patch};
+use crate::routes::Req;
+use crate::version::ApiVersion;
+
+/// Free text (upstream `wtypes.text`); the bound is the database's TEXT size.
+pub const TEXT: Kind = Kind::Str { min: 0, max: 65535 };
+
+pub const CLUSTER_STATUSES: &[&str] = &[
+    "CREATE_IN_PROGRESS",
+    "CREATE_FAILED",
+    "CREATE_COMPLETE",
+    "UPDATE_IN_PROGRESS",
+    "UPDATE_FAILED",
+    "UPDATE_COMPLETE",
+    "DELETE_IN_PROGRESS",
+    "DELETE_FAILED",
+    "DELETE_COMPLETE",
+    "RESUME_COMPLETE",
+    "RESUME_FAILED",
+    "RESTORE_COMPLETE",
+    "ROLLBACK_IN_PROGRESS",
+    "ROLLBACK_FAILED",
+    "ROLLBACK_COMPLETE",
+    "SNAPSHOT_COMPLETE",
+    "CHECK_COMPLETE",
+    "ADOPT_COMPLETE",
+];
+
+const HEALTH_STATUSES: &[&str] = &["HEALTHY", "UNHEALTHY", "UNKNOWN"];
+
+const NAME_PATTERN: &str = "^[a-zA-Z][a-zA-Z0-9_.-]*$";
+
+const NON_NEGATIVE: Kind = Kind::Int {
+    min: Some(0),
+    max: None,
+};
+const POSITIVE: Kind = Kind::Int {
+    min: Some(1),
+    max: None,
+};
+
+const FIELDS: &[Field] = &[
+    field("uuid", Kind::Uuid),
+    field("name", Kind::Str { min: 1, max: 242 }),
+    mandatory("cluster_template_id", TEXT),
+    field("keypair", STR255),
+    field("node_count", NON_NEGATIVE),
+    field("master_count", POSITIVE),
+    field("docker_volume_size", POSITIVE),
+    field("labels", Kind::StrDict),
+    field("master_flavor_id", STR255),
+    field("flavor_id", STR255),
+    field("create_timeout", NON_NEGATIVE),
+    read_only("links"),
+    read_only("stack_id"),
+    read_only("cluster_id"),
+    field("status", Kind::Enum(CLUSTER_STATUSES)),
+    field("status_reason", TEXT),
+    field("health_status", Kind::Enum(HEALTH_STATUSES)),
+    field("health_status_reason", Kind::StrDict),
+    field("discovery_url", TEXT),
+    read_only("api_address"),
+    read_only("coe_version"),
+    read_only("container_version"),
+    read_only("project_id"),
+    read_only("user_id"),
+    read_only("node_addresses"),
+    read_only("master_addresses"),
+    field("faults", Kind::StrDict),
+    field("fixed_network", STR255),
+    field("fixed_subnet", STR255),
+    field("floating_ip_enabled", Kind::Bool),
+    field("merge_labels", Kind::Bool),
+    field("labels_overridden", Kind::StrDict),
+    field("labels_added", Kind::StrDict),
+    field("labels_skipped", Kind::StrDict),
+    field("master_lb_enabled", Kind::Bool),
+    read_only("created_at"),
+    read_only("updated_at"),
+];
+
+const RESIZE_FIELDS: &[Field] = &[
+    mandatory("node_count", NON_NEGATIVE),
+    field("nodes_to_remove", Kind::StrList),
+    field("nodegroup", STR255),
+];
+
+const UPGRADE_FIELDS: &[Field] = &[
+    field("max_batch_size", POSITIVE),
+    field("nodegroup", STR255),
+    field("cluster_template", STR255),
+];
+
+/// The attributes a PATCH may change; any other difference is refused.
+const UPDATABLE: [&str; 3] = ["node_count", "health_status", "health_status_reason"];
+
+/// The API attributes upstream compares to find what a PATCH changed.
+const COMPARED: &[&str] = &[
+    "uuid",
+    "name",
+    "cluster_template_id",
+    "keypair",
+    "docker_volume_size",
+    "labels",
+    "master_flavor_id",
+    "flavor_id",
+    "stack_id",
+    "status",
+    "status_reason",
+    "health_status",
+    "health_status_reason",
+    "create_timeout",
+    "api_address",
+    "discovery_url",
+    "coe_version",
+    "container_version",
+    "project_id",
+    "user_id",
+    "fixed_network",
+    "fixed_subnet",
+    "floating_ip_enabled",
+    "master_lb_enabled",
+    "created_at",
+    "updated_at",
+    "node_count",
+    "master_count",
+    "node_addresses",
+    "master_addresses",
+];
+
+const ZERO_NODES: &str =
+    "Resizing a nodegroup to zero is not supported in the provided microversion.";
+
+/// Upstream's quota refusal; the same text the atomic check in storage uses.
+fn quota_exceeded(limit: u64) -> ApiError {
+    ApiError::Forbidden(format!(
+        "Resource limit exceeded: You have reached the maximum clusters per project, {limit}. You may delete a cluster to make room for a new one."
+    ))
+}
+
+fn is_master(ng: &NodeGroup) -> bool {
+    ng.role.as_deref() == Some("master")
+}
+
+/// What upstream derives from a cluster's nodegroups (its `node_count`, `master_count`,
+/// `node_addresses` and `master_addresses` properties).
+#[derive(Default)]
+pub struct Nodes {
+    pub node_count: i64,
+    pub master_count: i64,
+    pub node_addresses: Vec<String>,
+    pub master_addresses: Vec<String>,
+}
+
+impl Nodes {
+    pub fn of<'a>(ngs: impl IntoIterator<Item = &'a NodeGroup>) -> Self {
+        let mut n = Nodes::default();
+        for ng in ngs {
+            // A NULL count reads as the object's default, 1.
+            let count = i64::from(ng.node_count.unwrap_or(1));
+            let addrs: Vec<String> =
+                magnum_db::json::loads(ng.node_addresses.as_deref()).unwrap_or_default();
+            if is_master(ng) {
+                n.master_count += count;
+                n.master_addresses.extend(addrs);
+            } else {
+                n.node_count += count;
+                n.node_addresses.extend(addrs);
+            }
+        }
+        n
+    }
+}
+
+/// A brief list item, keys in upstream's order, serialised straight from the row: the
+/// cluster list is a hot path.
+#[derive(serde::Serialize)]
+struct BriefView<'a> {
+    uuid: &'a Option<String>,
+    name: &'a Option<String>,
+    cluster_template_id: &'a Option<String>,
+    keypair: &'a Option<String>,
+    node_count: i64,
+    master_count: i64,
+    docker_volume_size: Option<i32>,
+    labels: Option<&'a RawValue>,
+    master_flavor_id: &'a Option<String>,
+    flavor_id: &'a Option<String>,
+    create_timeout: Option<i32>,
+    links: [Link; 2],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stack_id: Option<&'a Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster_id: Option<&'a Option<String>>,
+    status: &'a Option<String>,
+    health_status: &'a Option<String>,
+    merge_labels: bool,
+}
+
+/// The full rendering (detail list items and GET one).
+#[derive(serde::Serialize)]
+struct FullView<'a> {
+    uuid: &'a Option<String>,
+    name: &'a Option<String>,
+    cluster_template_id: &'a Option<String>,
+    keypair: &'a Option<String>,
+    node_count: i64,
+    master_count: i64,
+    docker_volume_size: Option<i32>,
+    labels: Option<&'a RawValue>,
+    master_flavor_id: &'a Option<String>,
+    flavor_id: &'a Option<String>,
+    create_timeout: Option<i32>,
+    links: [Link; 2],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stack_id: Option<&'a Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster_id: Option<&'a Option<String>>,
+    status: &'a Option<String>,
+    status_reason: &'a Option<String>,
+    health_status: &'a Option<String>,
+    health_status_reason: Option<&'a RawValue>,
+    discovery_url: &'a Option<String>,
+    api_address: &'a Option<String>,
+    coe_version: &'a Option<String>,
+    container_version: &'a Option<String>,
+    project_id: &'a Option<String>,
+    user_id: &'a Option<String>,
+    node_addresses: Vec<String>,
+    master_addresses: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    faults: Option<Map<String, Value>>,
+    fixed_network: &'a Option<String>,
+    fixed_subnet: &'a Option<String>,
+    floating_ip_enabled: Option<bool>,
+    merge_labels: bool,
+    labels_overridden: Map<String, Value>,
+    labels_added: Map<String, Value>,
+    labels_skipped: Map<String, Value>,
+    master_lb_enabled: Option<bool>,
+    created_at: Ts,
+    updated_at: Ts,
+}
+
+/// `stack_id` below 1.13, `cluster_id` (same value) from 1.13 on.
+fn stack_or_cluster_id<'a>(
+    c: &'a Cluster,
+    req: &Req,
+) -> (Option<&'a Option<String>>, Option<&'a Option<String>>) {
+    if req.version >= ApiVersion::new(1, 13) {
+        (None, Some(&c.stack_id))
+    } else {
+        (Some(&c.stack_id), None)
+    }
+}
+
+fn cluster_links(base: &str, c: &Cluster) -> [Link; 2] {
+    links(
+        base,
+        &format!("clusters/{}", c.uuid.as_deref().unwrap_or_default()),
+    )
+}
+
+fn brief<'a>(c: &'a Cluster, counts: (i64, i64), req: &Req) -> BriefView<'a> {
+    let (stack_id, cluster_id) = stack_or_cluster_id(c, req);
+    BriefView {
+        uuid: &c.uuid,
+        name: &c.name,
+        cluster_template_id: &c.cluster_template_id,
+        keypair: &c.keypair,
+        node_count: counts.0,
+        master_count: counts.1,
+        docker_volume_size: c.docker_volume_size,
+        labels: raw_json(c.labels.as_deref()),
+        master_flavor_id: &c.master_flavor_id,
+        flavor_id: &c.flavor_id,
+        create_timeout: c.create_timeout,
+        links: cluster_links(&req.base, c),
+        stack_id,
+        cluster_id,
+        status: &c.status,
+        health_status: &c.health_status,
+        merge_labels: false,
+    }
+}
+
+fn full<'a>(
+    c: &'a Cluster,
+    nodes: Nodes,
+    parent_labels: &Map<String, Value>,
+    faults: Option<Map<String, Value>>,
+    req: &Req,
+) -> FullView<'a> {
+    let (stack_id, cluster_id) = stack_or_cluster_id(c, req);
+    let (labels_overridden, labels_added, labels_skipped) =
+        labels_diff(parent_labels, &lookup::labels(c.labels.as_deref()));
+    FullView {
+        uuid: &c.uuid,
+        name: &c.name,
+        cluster_template_id: &c.cluster_template_id,
+        keypair: &c.keypair,
+        node_count: nodes.node_count,
+        master_count: nodes.master_count,
+        docker_volume_size: c.docker_volume_size,
+        labels: raw_json(c.labels.as_deref()),
+        master_flavor_id: &c.master_flavor_id,
+        flavor_id: &c.flavor_id,
+        create_timeout: c.create_timeout,
+        links: cluster_links(&req.base, c),
+        stack_id,
+        cluster_id,
+        status: &c.status,
+        status_reason: &c.status_reason,
+        health_status: &c.health_status,
+        health_status_reason: raw_json(c.health_status_reason.as_deref()),
+        discovery_url: &c.discovery_url,
+        api_address: &c.api_address,
+        coe_version: &c.coe_version,
+        container_version: &c.container_version,
+        project_id: &c.project_id,
+        user_id: &c.user_id,
+        node_addresses: nodes.node_addresses,
+        master_addresses: nodes.master_addresses,
+        faults,
+        fixed_network: &c.fixed_network,
+        fixed_subnet: &c.fixed_subnet,
+        floating_ip_enabled: c.floating_ip_enabled,
+        merge_labels: false,
+        labels_overridden,
+        labels_added,
+        labels_skipped,
+        master_lb_enabled: c.master_lb_enabled,
+        created_at: Ts(c.created_at),
+        updated_at: Ts(c.updated_at),
+    }
+}
+
+#[derive(serde::Serialize)]
+struct ClusterList<T> {
+    clusters: Vec<T>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<String>,
+}
+
+/// The labels of the cluster's template, for the label diff. A template the caller can no
+/// longer see leaves the diff against nothing rather than failing the whole rendering.
+async fn template_labels(
+    app: &AppState,
+    ctx: &RequestContext,
+    template_uuid: Option<&str>,
+) -> ApiResult<Map<String, Value>> {
+    let Some(uuid) = template_uuid else {
+        return Ok(Map::new());
+    };
+    match app.db.cluster_templates().get_by_uuid(ctx, uuid).await {
+        Ok(t) => Ok(lookup::labels(t.labels.as_deref())),
+        Err(Error::ClusterTemplateNotFound { .. }) => Ok(Map::new()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn owner(c: &Cluster) -> magnum_core::policy::Target {
+    owner_target(c.project_id.as_deref(), c.user_id.as_deref())
+}
+
+fn text(doc: &Map<String, Value>, k: &str) -> Option<String> {
+    doc.get(k).and_then(Value::as_str).map(str::to_owned)
+}
+
+fn boolean(doc: &Map<String, Value>, k: &str) -> Option<bool> {
+    doc.get(k).and_then(Value::as_bool)
+}
+
+/// An integer attribute that must fit the 32-bit column it is stored in.
+fn int32(doc: &Map<String, Value>, k: &str) -> ApiResult<Option<i32>> {
+    match doc.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_i64()
+            .and_then(|n| i32::try_from(n).ok())
+            .map(Some)
+            .ok_or_else(|| invalid(k, v, "Value should be lower or equal to 2147483647")),
+    }
+}
+
+/// WSME's `StringType(pattern=...)`: Python's `$` also matches before one final newline.
+fn check_name(doc: &Map<String, Value>) -> ApiResult<()> {
+    let Some(v @ Value::String(name)) = doc.get("name") else {
+        return Ok(());
+    };
+    let name = name.strip_suffix('\n').unwrap_or(name);
+    let mut chars = name.chars();
+    let ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(
+            "name",
+            v,
+            format!("Value should match the pattern {NAME_PATTERN}"),
+        ))
+    }
+}
+
+use crate::openapi::{Body, RouteDoc};
+
+pub const ROUTES: &[RouteDoc] = &[
+    RouteDoc {
+        method: "GET",
+        path: "/v1/clusters",
+        summary: "List clusters",
+        status: 200,
+        body: Body::None,
+        policy: "cluster:get_all",
+    },
+    RouteDoc {
+        method: "GET",
+        path: "/v1/clusters/detail",
+        summary: "List clusters with details",
+        status: 200,
+        body: Body::None,
+        policy: "cluster:detail",
+    },
+    RouteDoc {
+        method: "GET",
+        path: "/v1/clusters/{ident}",
+        summary: "Show a cluster",
+        status: 200,
+        body: Body::None,
+        policy: "cluster:get",
+    },
+    RouteDoc {
+        method: "POST",
+        path: "/v1/clusters",
+        summary: "Create a cluster",
+        status: 202,
+        body: Body::Object("Cluster", FIELDS),
+        policy: "cluster:create",
+    },
+    RouteDoc {
+        method: "PATCH",
+        path: "/v1/clusters/{ident}",
+        summary: "Update a cluster's node count or health",
+        status: 202,
+        body: Body::JsonPatch,
+        policy: "cluster:update",
+    },
+    RouteDoc {
+        method: "DELETE",
+        path: "/v1/clusters/{ident}",
+        summary: "Delete a cluster",
+        status: 204,
+        body: Body::None,
+        policy: "cluster:delete",
+    },
+    RouteDoc {
+        method: "POST",
+        path: "/v1/clusters/{ident}/actions/resize",
+        summary: "Resize a nodegroup of a cluster (1.7+)",
+        status: 202,
+        body: Body::Object("ClusterResizeRequest", RESIZE_FIELDS),
+        policy: "cluster:resize",
+    },
+    RouteDoc {
+        method: "POST",
+        path: "/v1/clusters/{ident}/actions/upgrade",
+        summary: "Upgrade a cluster to another template (1.8+)",
+        status: 202,
+        body: Body::Object("ClusterUpgradeRequest", UPGRADE_FIELDS),
+        policy: "cluster:upgrade",
+    },
+];
+
+pub async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
+    let rest: Vec<String> = req.segs.iter().skip(1).cloned().collect();
+    let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
+    match (&req.method, rest.as_slice()) {
+        (_, [ident, "nodegroups", ..]) => {
+            let ident = (*ident).to_owned();
+            super::nodegroups::route(app, req, &ident).await
+        }
+        (&Method::GET, []) => list(app, &req, false).await,
+        (&Method::GET, ["detail"]) => list(app, &req, true).await,
+        // `/clusters/<x>/detail` binds <x> to the detail list's marker; its parent is not
+        // `clusters`, so a valid marker is a 404.
+        (&Method::GET, [marker, "detail"]) => {
+            if is_uuid_like(marker) {
+                Err(ApiError::Routing(StatusCode::NOT_FOUND))
+            } else {
+                Err(bad_marker(marker))
+            }
+        }
+        (&Method::GET, [ident]) => {
+            req.allow_query(&[])?;
+            show(app, &req, ident).await
+        }
+        (&Method::POST, []) => {
+            req.allow_query(&[])?;
+            create(app, &req).await
+        }
+        (&Method::PATCH, [ident]) => {
+            let allowed: &[&str] = if req.version >= ApiVersion::new(1, 3) {
+                &["rollback"]
+            } else {
+                &[]
+            };
+            req.allow_query(allowed)?;
+            update(app, &req, ident).await
+        }
+        (&Method::DELETE, [ident]) => {
+            req.allow_query(&[])?;
+            delete(app, &req, ident).await
+        }
+        (&Method::DELETE | &Method::PATCH, []) => Err(ApiError::BadRequest(
+            "Missing argument: \"cluster_ident\"".into(),
+        )),
+        (&Method::POST, [ident, "actions", "resize"]) => {
+            lookup::require_version(&req, 7, "resize")?;
+            req.allow_query(&[])?;
+            resize(app, &req, ident).await
+        }
+        (&Method::POST, [ident, "actions", "upgrade"]) => {
+            lookup::require_version(&req, 7, "upgrade")?;
+            req.allow_query(&[])?;
+            upgrade(app, &req, ident).await
+        }
+        (_, [_, "actions", "resize" | "upgrade"]) => {
+            Err(ApiError::Routing(StatusCode::METHOD_NOT_ALLOWED))
+        }
+        (_, [] | [_]) => Err(ApiError::Routing(StatusCode::METHOD_NOT_ALLOWED)),
+        _ => Err(ApiError::Routing(StatusCode::NOT_FOUND)),
+    }
+}
+
+fn bad_marker(m: &str) -> ApiError {
+    ApiError::BadRequest(format!(
+        "Invalid input for field/attribute marker. Value: '{m}'. Wrong type. Expected 'uuid', got 'str'"
+    ))
+}
+
+/// List or detail. At most three statements: the marker row, one page of clusters and the
+/// nodegroups of that page (detail adds one template read per distinct template).
+async fn list(app: &AppState, req: &Req, detail: bool) -> ApiResult<Response> {
+    req.allow_query(&["marker", "limit", "sort_key", "sort_dir"])?;
+    let params = ListParams::parse(req, app.settings.max_limit)?;
+    let (rule, all_rule) = if detail {
+        ("cluster:detail", "cluster:detail_all_projects")
+    } else {
+        ("cluster:get_all", "cluster:get_all_all_projects")
+    };
+    app.policy.authorize(rule, &ctx_target(req), &req.ctx)?;
+    if req.ctx.is_admin {
+        app.policy.authorize(all_rule, &ctx_target(req), &req.ctx)?;
+    }
+    let ctx = admin_scope(req);
+    let marker = match &params.marker {
+        Some(m) if !is_uuid_like(m) => return Err(bad_marker(m)),
+        Some(m) => Some(app.db.clusters().get_by_uuid(&ctx, m).await?),
+        None => None,
+    };
+    let rows = app
+        .db
+        .clusters()
+        .list(&ctx, &ClusterFilters::default(), &params.page(marker))
+        .await?;
+    let uuids: Vec<String> = rows.iter().filter_map(|c| c.uuid.clone()).collect();
+    let groups = app.db.nodegroups().for_clusters(&uuids).await?;
+    let path = if detail {
+        "clusters/detail"
+    } else {
+        "clusters"
+    };
+    let next = params.next(
+        &req.base,
+        path,
+        rows.len(),
+        rows.last().and_then(|c| c.uuid.clone()),
+    );
+    if !detail {
+        let mut counts: HashMap<&str, (i64, i64)> = HashMap::with_capacity(rows.len());
+        for ng in &groups {
+            let slot = counts.entry(ng.cluster_id.as_str()).or_default();
+            let n = i64::from(ng.node_count.unwrap_or(1));
+            if is_master(ng) {
+                slot.1 += n;
+            } else {
+                slot.0 += n;
+            }
+        }
+        let clusters = rows
+            .iter()
+            .map(|c| {
+                let n = c
+                    .uuid
+                    .as_deref()
+                    .and_then(|u| counts.get(u))
+                    .copied()
+                    .unwrap_or_default();
+                brief(c, n, req)
+            })
+            .collect();
+        return super::respond_with(StatusCode::OK, &ClusterList { clusters, next });
+    }
+    let mut by_cluster: HashMap<&str, Vec<&NodeGroup>> = HashMap::with_capacity(rows.len());
+    for ng in &groups {
+        by_cluster
+            .entry(ng.cluster_id.as_str())
+            .or_default()
+            .push(ng);
+    }
+    let mut parents: HashMap<&str, Map<String, Value>> = HashMap::new();
+    for c in &rows {
+        if let Some(t) = c.cluster_template_id.as_deref()
+            && !parents.contains_key(t)
+        {
+            parents.insert(t, template_labels(app, &ctx, Some(t)).await?);
+        }
+    }
+    let empty = Map::new();
+    let clusters = rows
+        .iter()
+        .map(|c| {
+            let ngs = c
+                .uuid
+                .as_deref()
+                .and_then(|u| by_cluster.get(u))
+                .map(|v| Nodes::of(v.iter().copied()))
+                .unwrap_or_default();
+            let parent = c
+                .cluster_template_id
+                .as_deref()
+                .and_then(|t| parents.get(t))
+                .unwrap_or(&empty);
+            full(c, ngs, parent, None, req)
+        })
+        .collect();
+    super::respond_with(StatusCode::OK, &ClusterList { clusters, next })
+}
+
+async fn show(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
+    if req.ctx.is_admin {
+        app.policy
+            .authorize("cluster:get_one_all_projects", &ctx_target(req), &req.ctx)?;
+    }
+    let ctx = admin_scope(req);
+    let c = lookup::cluster(app, &ctx, ident).await?;
+    app.policy.authorize("cluster:get", &owner(&c), &req.ctx)?;
+    let uuid = c.uuid.clone().unwrap_or_default();
+    let groups = app
+        .db
+        .nodegroups()
+        .for_clusters(std::slice::from_ref(&uuid))
+        .await?;
+    let parent = template_labels(app, &ctx, c.cluster_template_id.as_deref()).await?;
+    let failed = c
+        .status
+        .as_deref()
+        .and_then(|s| s.parse::<ClusterStatus>().ok())
+        .is_some_and(ClusterStatus::is_failed);
+    let faults = failed.then(|| {
+        groups
+            .iter()
+            .filter(|ng| ng.status.as_deref().is_some_and(|s| s.ends_with("FAILED")))
+            .map(|ng| {
+                (
+                    ng.name.clone(),
+                    ng.status_reason.clone().map_or(Value::Null, Value::String),
+                )
+            })
+            .collect()
+    });
+    let body = full(&c, Nodes::of(&groups), &parent, faults, req);
+    super::respond_with(StatusCode::OK, &body)
+}
+
+/// The template's driver must be one this deployment runs (api.md §6.2.3 step 4). Upstream
+/// resolved the driver from (server_type, os, coe) and ignored the template's `driver`,
+/// which could pick a different driver than the one that runs (drivers.md §2.2).
+fn check_driver(app: &AppState, t: &ClusterTemplate) -> ApiResult<()> {
+    let name = t
+        .driver
+        .clone()
+        .or_else(|| app.settings.default_driver.clone())
+        .or_else(|| app.settings.drivers.iter().min().cloned());
+    let none = || "None".to_owned();
+    match name {
+        Some(n) if app.settings.drivers.contains(&n) => Ok(()),
+        Some(n) => Err(ApiError::BadRequest(format!(
+            "Cluster driver ({n}) not supported."
+        ))),
+        None => Err(ApiError::BadRequest(format!(
+            "Cluster type ({}, {}, {}) not supported.",
+            t.server_type.clone().unwrap_or_else(none),
+            t.cluster_distro.clone().unwrap_or_else(none),
+            t.coe.clone().unwrap_or_else(none)
+        ))),
+    }
+}
+
+/// Labels of a new cluster (api.md §6.2.4).
+fn initial_labels(doc: &Map<String, Value>, t: &ClusterTemplate) -> Map<String, Value> {
+    let template = lookup::labels(t.labels.as_deref());
+    match doc.get("labels") {
+        Some(Value::Object(given)) if !given.is_empty() => {
+            if boolean(doc, "merge_labels") == Some(true) {
+                let mut merged = template;
+                merged.extend(given.clone());
+                merged
+            } else {
+                given.clone()
+            }
+        }
+        _ => template,
+    }
+}
+
+/// The cluster's value when set (present, not null), else the template's.
+fn or_template<T: Clone>(own: Option<T>, template: &Option<T>) -> Option<T> {
+    own.or_else(|| template.clone())
+}
+
+async fn create(app: &AppState, req: &Req) -> ApiResult<Response> {
+    let before_1_10 = req.version < ApiVersion::new(1, 10);
+    let doc = parse_object("cluster", req.body.as_ref(), FIELDS)?;
+    check_name(&doc)?;
+    let template_ident = lookup::ident_text(doc.get("cluster_template_id"));
+    let t = match lookup::template(app, &req.ctx, &template_ident).await {
+        // Up to 1.9 a missing template is the request's fault: 400 with the same text.
+        Err(ApiError::Domain(e @ Error::ClusterTemplateNotFound { .. })) if before_1_10 => {
+            return Err(ApiError::BadRequest(e.to_string()));
+        }
+        other => other?,
+    };
+    check_driver(app, &t)?;
+    let docker_volume_size = or_template(int32(&doc, "docker_volume_size")?, &t.docker_volume_size);
+    if t.docker_storage_driver.as_deref() == Some("devicemapper")
+        && docker_volume_size.is_none_or(|v| v < 3)
+    {
+        return Err(ApiError::BadRequest(format!(
+            "docker volume size {} GB is not valid, expecting minimum value 3GB for devicemapper storage driver.",
+            docker_volume_size.map_or_else(|| "None".to_owned(), |v| v.to_string())
+        )));
+    }
+    // Absent or null counts take the attribute's declared default.
+    let master_count = int32(&doc, "master_count")?.unwrap_or(1);
+    if master_count % 2 == 0 || master_count < 1 {
+        return Err(ApiError::BadRequest(format!(
+            "master nodegroup size of {master_count} is invalid, size cannot be an even number."
+        )));
+    }
+    let node_count = int32(&doc, "node_count")?.unwrap_or(1);
+    if before_1_10 && node_count == 0 {
+        return Err(ApiError::BadRequest(ZERO_NODES.into()));
+    }
+    app.policy
+        .authorize("cluster:create", &ctx_target(req), &req.ctx)?;
+    let limit = quota_limit(app, &req.ctx).await?;
+    // Checked here for upstream's error order; the insert below re-checks atomically.
+    if app
+        .db
+        .clusters()
+        .count(&req.ctx, &ClusterFilters::default())
+        .await?
+        >= limit
+    {
+        return Err(quota_exceeded(limit));
+    }
+    if t.hidden == Some(true) && !req.ctx.is_admin {
+        return Err(ApiError::Forbidden("Not authorized.".into()));
+    }
+    let labels = initial_labels(&doc, &t);
+    let keypair = or_template(text(&doc, "keypair"), &t.keypair_id);
+    let master_flavor_id = or_template(text(&doc, "master_flavor_id"), &t.master_flavor_id);
+    let flavor_id = or_template(text(&doc, "flavor_id"), &t.flavor_id);
+    let fixed_network = or_template(text(&doc, "fixed_network"), &t.fixed_network);
+    let fixed_subnet = or_template(text(&doc, "fixed_subnet"), &t.fixed_subnet);
+    let floating_ip_enabled = if doc.contains_key("floating_ip_enabled") {
+        boolean(&doc, "floating_ip_enabled")
+    } else {
+        t.floating_ip_enabled
+    };
+    let master_lb_enabled = if doc.contains_key("master_lb_enabled") {
+        boolean(&doc, "master_lb_enabled")
+    } else {
+        t.master_lb_enabled
+    };
+    // Root-disk check (§6.2.3 step 12) needs flavor sizes from Nova, which the validator
+    // seam does not offer yet; image, flavors, networks and labels are validated here.
+    let mut resources = Map::new();
+    let opt = |v: &Option<String>| v.clone().map_or(Value::Null, Value::String);
+    resources.insert("image_id".into(), opt(&t.image_id));
+    resources.insert("flavor_id".into(), opt(&flavor_id));
+    resources.insert("master_flavor_id".into(), opt(&master_flavor_id));
+    resources.insert("external_network_id".into(), opt(&t.external_network_id));
+    resources.insert("fixed_network".into(), opt(&fixed_network));
+    resources.insert("fixed_subnet".into(), opt(&fixed_subnet));
+    resources.insert("labels".into(), Value::Object(labels.clone()));
+    app.validator
+        .validate_template(&req.ctx, &resources)
+        .await?;
+    if master_count > 1 && master_lb_enabled != Some(true) {
+        return Err(ApiError::BadRequest(
+            "master_count must be 1 when master_lb_enabled is False".into(),
+        ));
+    }
+    let min_node_count = match labels.get("min_node_count") {
+        None => 0,
+        Some(v) => v
+            .as_str()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+            .ok_or_else(|| invalid("min_node_count", v, "Value should be an integer"))?,
+    };
+    let uuid = uuid::Uuid::new_v4().to_string();
+    let name = text(&doc, "name")
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| super::clustertemplates::generate_name("cluster"));
+    let create_timeout = if doc.contains_key("create_timeout") {
+        int32(&doc, "create_timeout")?
+    } else {
+        Some(60)
+    };
+    let labels_text = dumps(&Value::Object(labels));
+    let project = req.ctx.project_id.clone();
+    let in_progress = Some(ClusterStatus::CreateInProgress.as_str().to_owned());
+    let row = Cluster {
+        uuid: Some(uuid.clone()),
+        name: Some(name),
+        project_id: project.clone(),
+        user_id: req.ctx.user_id.clone(),
+        cluster_template_id: t.uuid.clone(),
+        keypair,
+        docker_volume_size,
+        labels: Some(labels_text.clone()),
+        master_flavor_id: master_flavor_id.clone(),
+        flavor_id: flavor_id.clone(),
+        status: in_progress.clone(),
+        status_reason: None,
+        health_status: text(&doc, "health_status"),
+        health_status_reason: doc
+            .get("health_status_reason")
+            .filter(|v| !v.is_null())
+            .map(dumps),
+        create_timeout,
+        discovery_url: text(&doc, "discovery_url"),
+        coe_version: None,
+        container_version: None,
+        fixed_network,
+        fixed_subnet,
+        floating_ip_enabled,
+        master_lb_enabled,
+        ..Cluster::default()
+    };
+    // The two default nodegroups the conductor used to create (api.md §6.2.3 table).
+    let group = |role: &str, count: i32, flavor: Option<String>, min: i32| NodeGroup {
+        uuid: uuid::Uuid::new_v4().to_string(),
+        name: format!("default-{role}"),
+        cluster_id: uuid.clone(),
+        project_id: project.clone().unwrap_or_default(),
+        docker_volume_size,
+        labels: Some(labels_text.clone()),
+        flavor_id: flavor,
+        image_id: t.image_id.clone(),
+        node_count: Some(count),
+        min_node_count: Some(min),
+        role: Some(role.to_owned()),
+        is_default: Some(true),
+        status: in_progress.clone(),
+        ..NodeGroup::default()
+    };
+    let groups = vec![
+        group("master", master_count, master_flavor_id, 0),
+        group("worker", node_count, flavor_id, min_node_count),
+    ];
+    let quota = ClusterQuota {
+        scope: req.ctx.clone(),
+        limit,
+    };
+    app.db
+        .clusters()
+        .create_with_nodegroups(row, groups, Some(quota))
+        .await?;
+    let message = ClusterCreate {
+        cluster_uuid: uuid.clone(),
+        master_count,
+        node_count,
+        create_timeout,
+    };
+    if let Err(e) = app.conductor.cluster_create(&req.ctx, message).await {
+        // The rows exist in CREATE_IN_PROGRESS; the conductor's sweep picks the cluster up.
+        tracing::warn!(cluster = %uuid, "cluster_create not delivered to the conductor: {e}");
+    }
+    respond(StatusCode::ACCEPTED, &json!({"uuid": uuid}))
+}
+
+/// The project's explicit cluster quota, else `[quotas] max_clusters_per_project`.
+async fn quota_limit(app: &AppState, ctx: &RequestContext) -> ApiResult<u64> {
+    let default = app.settings.max_clusters_per_project;
+    let limit = match ctx.project_id.as_deref() {
+        None => default,
+        Some(p) => match app.db.quotas().get(p, "Cluster").await {
+            Ok(q) => q.hard_limit,
+            Err(Error::QuotaNotFound { .. }) => default,
+            Err(e) => return Err(e.into()),
+        },
+    };
+    Ok(u64::try_from(limit).unwrap_or(0))
+}
+
+/// The cluster as upstream's `as_dict()` shows it to JSON-patch: the object's fields plus
+/// the four nodegroup-derived properties.
+fn patch_document(c: &Cluster, nodes: &Nodes) -> Map<String, Value> {
+    let json_col = |t: &Option<String>| super::json_column(t.as_deref());
+    let doc = json!({
+        "id": c.id,
+        "uuid": c.uuid,
+        "name": c.name,
+        "project_id": c.project_id,
+        "user_id": c.user_id,
+        "cluster_template_id": c.cluster_template_id,
+        "keypair": c.keypair,
+        "docker_volume_size": c.docker_volume_size,
+        "labels": json_col(&c.labels),
+        "master_flavor_id": c.master_flavor_id,
+        "flavor_id": c.flavor_id,
+        "stack_id": c.stack_id,
+        "status": c.status,
+        "status_reason": c.status_reason,
+        "health_status": c.health_status,
+        "health_status_reason": json_col(&c.health_status_reason),
+        "create_timeout": c.create_timeout,
+        "api_address": c.api_address,
+        "discovery_url": c.discovery_url,
+        "ca_cert_ref": c.ca_cert_ref,
+        "magnum_cert_ref": c.magnum_cert_ref,
+        "etcd_ca_cert_ref": c.etcd_ca_cert_ref,
+        "front_proxy_ca_cert_ref": c.front_proxy_ca_cert_ref,
+        "coe_version": c.coe_version,
+        "container_version": c.container_version,
+        "fixed_network": c.fixed_network,
+        "fixed_subnet": c.fixed_subnet,
+        "floating_ip_enabled": c.floating_ip_enabled,
+        "master_lb_enabled": c.master_lb_enabled,
+        "created_at": super::timestamp(c.created_at),
+        "updated_at": super::timestamp(c.updated_at),
+        "node_count": nodes.node_count,
+        "master_count": nodes.master_count,
+        "node_addresses": nodes.node_addresses,
+        "master_addresses": nodes.master_addresses,
+    });
+    match doc {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+/// Each writable attribute as the API type would hold it (coerced), for comparison.
+fn coerced(doc: &Map<String, Value>) -> ApiResult<Map<String, Value>> {
+    let mut out = doc.clone();
+    for f in FIELDS.iter().filter(|f| !f.read_only) {
+        if let Some(v) = doc.get(f.name) {
+            out.insert(f.name.to_owned(), check_value(f, v)?);
+        }
+    }
+    Ok(out)
+}
+
+async fn update(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
+    let rollback = match req.query("rollback") {
+        None => false,
+        Some(raw) => {
+            let f = field("rollback", Kind::Bool);
+            check_value(&f, &Value::String(raw.to_owned()))?
+                .as_bool()
+                .unwrap_or(false)
+        }
+    };
+    let rules = PatchRules::cluster();
+    let mut ops = parse_patch(req.body.as_ref(), &rules)?;
+    if req.ctx.is_admin {
+        app.policy
+            .authorize("cluster:update_all_projects", &ctx_target(req), &req.ctx)?;
+    }
+    let ctx = admin_scope(req);
+    let c = lookup::cluster(app, &ctx, ident).await?;
+    app.policy
+        .authorize("cluster:update", &owner(&c), &req.ctx)?;
+    app.policy
+        .authorize("cluster:update_health_status", &ctx_target(req), &req.ctx)?;
+    let uuid = c.uuid.clone().unwrap_or_default();
+    let groups = app
+        .db
+        .nodegroups()
+        .for_clusters(std::slice::from_ref(&uuid))
+        .await?;
+    let original = patch_document(&c, &Nodes::of(&groups));
+    let mut doc = original.clone();
+    apply_patch(&mut doc, &mut ops, &rules)?;
+    revalidate(&doc, FIELDS)?;
+    let patched = coerced(&doc)?;
+    let before = coerced(&original)?;
+    let mut refused: Vec<&str> = COMPARED
+        .iter()
+        .copied()
+        .filter(|k| before.get(*k) != patched.get(*k) && !UPDATABLE.contains(k))
+        .collect();
+    // Root-disk check of the flavors (§6.2.6) waits for the validator's Nova seam.
+    if !refused.is_empty() {
+        refused.sort_unstable();
+        return Err(ApiError::BadRequest(format!(
+            "cannot change cluster property(ies) {}.",
+            refused.join(", ")
+        )));
+    }
+    // The worker count sent is the default worker's, unless the patch set /node_count.
+    let mut node_count = None;
+    for op in ops.iter().filter(|op| op.path == "/node_count") {
+        let from_op = op
+            .value
+            .as_ref()
+            .and_then(|v| check_value(&field("node_count", NON_NEGATIVE), v).ok())
+            .and_then(|v| v.as_i64())
+            .filter(|n| *n != 0);
+        node_count = from_op.or_else(|| patched.get("node_count").and_then(Value::as_i64));
+    }
+    let node_count = match node_count {
+        Some(n) => i32::try_from(n).map_err(|_| {
+            invalid(
+                "node_count",
+                &Value::from(n),
+                "Value should be lower or equal to 2147483647",
+            )
+        })?,
+        None => lookup::default_worker(app, &ctx, &uuid)
+            .await?
+            .node_count
+            .unwrap_or(1),
+    };
+    if req.version < ApiVersion::new(1, 10) && node_count == 0 {
+        return Err(ApiError::BadRequest(ZERO_NODES.into()));
+    }
+    ClusterOp::Update.check(c.status.as_deref())?;
+    let message = ClusterUpdate {
+        cluster_uuid: uuid.clone(),
+        node_count,
+        health_status: patched
+            .get("health_status")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        health_status_reason: patched
+            .get("health_status_reason")
+            .filter(|v| !v.is_null())
+            .cloned(),
+        rollback,
+    };
+    app.conductor.cluster_update(&req.ctx, message).await?;
+    respond(StatusCode::ACCEPTED, &json!({"uuid": uuid}))
+}
+
+async fn delete(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
+    if req.ctx.is_admin {
+        app.policy
+            .authorize("cluster:delete_all_projects", &ctx_target(req), &req.ctx)?;
+    }
+    let c = lookup::cluster(app, &admin_scope(req), ident).await?;
+    app.policy
+        .authorize("cluster:delete", &owner(&c), &req.ctx)?;
+    let message = ClusterRef {
+        cluster_uuid: c.uuid.unwrap_or_default(),
+    };
+    app.conductor.cluster_delete(&req.ctx, message).await?;
+    no_content()
+}
+
+async fn resize(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
+    let doc = parse_object("cluster_resize_req", req.body.as_ref(), RESIZE_FIELDS)?;
+    let node_count = int32(&doc, "node_count")?.unwrap_or(0);
+    if req.version < ApiVersion::new(1, 10) && node_count == 0 {
+        return Err(ApiError::BadRequest(ZERO_NODES.into()));
+    }
+    // Upstream resolves the cluster in the caller's own scope here, admins included.
+    let c = lookup::cluster(app, &req.ctx, ident).await?;
+    app.policy
+        .authorize("cluster:resize", &owner(&c), &req.ctx)?;
+    let uuid = c.uuid.clone().unwrap_or_default();
+    let ng = match text(&doc, "nodegroup") {
+        Some(n) if !n.is_empty() => lookup::nodegroup(app, &req.ctx, &uuid, &n).await?,
+        _ => lookup::default_worker(app, &req.ctx, &uuid).await?,
+    };
+    if is_master(&ng) {
+        // The base driver's rule; no driver in this deployment resizes masters.
+        return Err(ApiError::BadRequest(
+            "Resizing the master nodegroup is not supported by this driver.".into(),
+        ));
+    }
+    let min = ng.min_node_count.unwrap_or(0);
+    if min > node_count || ng.max_node_count.is_some_and(|m| m != 0 && m < node_count) {
+        return Err(ApiError::BadRequest(format!(
+            "Resizing {} outside the allowed range: min_node_count = {min}, max_node_count = {}",
+            ng.name,
+            ng.max_node_count
+                .map_or_else(|| "None".to_owned(), |m| m.to_string())
+        )));
+    }
+    ClusterOp::Resize.check(c.status.as_deref())?;
+    let nodes_to_remove = match doc.get("nodes_to_remove") {
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let message = ClusterResize {
+        cluster_uuid: uuid.clone(),
+        nodegroup_uuid: ng.uuid.clone(),
+        node_count,
+        nodes_to_remove,
+    };
+    app.conductor.cluster_resize(&req.ctx, message).await?;
+    respond(StatusCode::ACCEPTED, &json!({"uuid": uuid}))
+}
+
+async fn upgrade(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
+    let doc = parse_object("cluster_upgrade_req", req.body.as_ref(), UPGRADE_FIELDS)?;
+    if req.version < ApiVersion::new(1, 8) {
+        return Err(ApiError::BadRequest(
+            "Cluster upgrade is not supported in the provided microversion.".into(),
+        ));
+    }
+    if req.ctx.is_admin {
+        app.policy
+            .authorize("cluster:upgrade_all_projects", &ctx_target(req), &req.ctx)?;
+    }
+    let ctx = admin_scope(req);
+    let c = lookup::cluster(app, &ctx, ident).await?;
+    app.policy
+        .authorize("cluster:upgrade", &owner(&c), &req.ctx)?;
+    let template_ident = lookup::ident_text(doc.get("cluster_template"));
+    let t = lookup::template_by_uuid_or_name(app, &ctx, &template_ident).await?;
+    let uuid = c.uuid.clone().unwrap_or_default();
+    let ng = match text(&doc, "nodegroup") {
+        Some(n) if !n.is_empty() => {
+            let ng = lookup::nodegroup(app, &ctx, &uuid, &n).await?;
+            if t.uuid != c.cluster_template_id && ng.is_default != Some(true) {
+                let current = match c.cluster_template_id.as_deref() {
+                    Some(tid) => app
+                        .db
+                        .cluster_templates()
+                        .get_by_uuid(&ctx, tid)
+                        .await
+                        .ok()
+                        .and_then(|t| t.name),
+                    None => None,
+                };
+                return Err(ApiError::Conflict(format!(
+                    "Cluster Template is not valid for upgrade: Nodegroup {} can be upgraded only to match cluster's template ({}).",
+                    ng.name,
+                    current.unwrap_or_else(|| "None".into())
+                )));
+            }
+            ng
+        }
+        _ => lookup::default_worker(app, &ctx, &uuid).await?,
+    };
+    let message = ClusterUpgrade {
+        cluster_uuid: uuid.clone(),
+        nodegroup_uuid: ng.uuid,
+        cluster_template_uuid: t.uuid.unwrap_or_default(),
+        max_batch_size: int32(&doc, "max_batch_size")?,
+    };
+    app.conductor.cluster_upgrade(&req.ctx, message).await?;
+    respond(StatusCode::ACCEPTED, &json!({"uuid": uuid}))
+}

@@ -1,0 +1,844 @@
+//! `/v1/clusters/{cluster}/nodegroups` (api.md §6.3), from microversion 1.9.
+//!
+//! Upstream flaws fixed: create only cast to the conductor, which inserted the row later, so
+//! a GET right after the 202 found nothing; here the row is inserted (CREATE_IN_PROGRESS)
+//! before the answer. Nodegroup operations never looked at the cluster's status, so one on a
+//! cluster being created or deleted flipped it to UPDATE_IN_PROGRESS; they are refused here
+//! with the conductor's own precondition texts.
+
+use axum::response::Response;
+use http::{Method, StatusCode};
+use magnum_core::Error;
+use magnum_core::ids::is_uuid_like;
+use magnum_core::lifecycle::{ClusterOp, NodegroupOp};
+use magnum_core::status::ClusterStatus;
+use magnum_db::json::dumps;
+use magnum_db::repo::cluster::Cluster;
+use magnum_db::repo::nodegroup::{NodeGroup, NodeGroupFilters};
+use magnum_rpc::{NodegroupRef, NodegroupUpdate};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::clusters::{CLUSTER_STATUSES, TEXT};
+use super::lookup::{self, admin_scope, labels_diff};
+use super::{Link, ListParams, Ts, ctx_target, links, no_content, raw_json};
+use crate::AppState;
+use crate::error::{ApiError, ApiResult};
+use crate::input::{Field, Kind, STR255, field, invalid, parse_object, read_only, revalidate};
+use crate::patch::{PatchRules, apply_patch, parse_patch};
+use crate::routes::Req;
+
+const NON_NEGATIVE: Kind = Kind::Int {
+    min: Some(0),
+    max: None,
+};
+const POSITIVE: Kind = Kind::Int {
+    min: Some(1),
+    max: None,
+};
+
+const FIELDS: &[Field] = &[
+    field("id", POSITIVE),
+    field("uuid", Kind::Uuid),
+    field("name", STR255),
+    field("cluster_id", Kind::Uuid),
+    read_only("project_id"),
+    field("docker_volume_size", POSITIVE),
+    field("labels", Kind::StrDict),
+    read_only("links"),
+    field("flavor_id", STR255),
+    field("image_id", STR255),
+    read_only("node_addresses"),
+    field("node_count", NON_NEGATIVE),
+    field("role", STR255),
+    field("min_node_count", NON_NEGATIVE),
+    field("max_node_count", NON_NEGATIVE),
+    field("is_default", Kind::Bool),
+    read_only("stack_id"),
+    field("status", Kind::Enum(CLUSTER_STATUSES)),
+    field("status_reason", TEXT),
+    field("version", TEXT),
+    field("merge_labels", Kind::Bool),
+    field("labels_overridden", Kind::StrDict),
+    field("labels_added", Kind::StrDict),
+    field("labels_skipped", Kind::StrDict),
+    field("node_labels", Kind::StrDict),
+    field("node_taints", Kind::Any),
+    read_only("created_at"),
+    read_only("updated_at"),
+];
+
+const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
+const TAINT_FIELDS: [&str; 3] = ["key", "value", "effect"];
+/// Label namespaces the kubelet may set on itself inside kubernetes.io / k8s.io.
+const KUBELET_NAMESPACES: [&str; 2] = ["kubelet.kubernetes.io", "node.kubernetes.io"];
+const KUBELET_LABELS: [&str; 12] = [
+    "beta.kubernetes.io/arch",
+    "beta.kubernetes.io/instance-type",
+    "beta.kubernetes.io/os",
+    "failure-domain.beta.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "kubernetes.io/arch",
+    "kubernetes.io/hostname",
+    "kubernetes.io/os",
+    "node.kubernetes.io/instance-type",
+    "node.kubernetes.io/windows-build",
+    "topology.kubernetes.io/region",
+    "topology.kubernetes.io/zone",
+];
+
+/// A brief list item. `min_node_count` and `max_node_count` always show their declared
+/// defaults, whatever is stored: upstream's rendering leaks them (api.md §1.5).
+#[derive(serde::Serialize)]
+struct BriefView<'a> {
+    uuid: &'a str,
+    name: &'a str,
+    flavor_id: &'a Option<String>,
+    image_id: &'a Option<String>,
+    node_count: i32,
+    role: &'a Option<String>,
+    min_node_count: i32,
+    max_node_count: Option<i32>,
+    is_default: bool,
+    stack_id: &'a Option<String>,
+    status: &'a Option<String>,
+    merge_labels: bool,
+}
+
+#[derive(serde::Serialize)]
+struct FullView<'a> {
+    id: i32,
+    uuid: &'a str,
+    name: &'a str,
+    cluster_id: &'a str,
+    project_id: &'a str,
+    docker_volume_size: Option<i32>,
+    labels: Option<&'a RawValue>,
+    links: [Link; 2],
+    flavor_id: &'a Option<String>,
+    image_id: &'a Option<String>,
+    node_addresses: Option<&'a RawValue>,
+    node_count: i32,
+    role: &'a Option<String>,
+    min_node_count: i32,
+    max_node_count: Option<i32>,
+    is_default: bool,
+    stack_id: &'a Option<String>,
+    status: &'a Option<String>,
+    status_reason: &'a Option<String>,
+    version: &'a Option<String>,
+    merge_labels: bool,
+    labels_overridden: Map<String, Value>,
+    labels_added: Map<String, Value>,
+    labels_skipped: Map<String, Value>,
+    node_labels: Option<&'a RawValue>,
+    node_taints: Option<&'a RawValue>,
+    created_at: Ts,
+    updated_at: Ts,
+}
+
+#[derive(serde::Serialize)]
+struct NodegroupList<'a> {
+    nodegroups: Vec<BriefView<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next: Option<String>,
+}
+
+fn ng_links(base: &str, cluster_uuid: &str, ng_uuid: &str) -> [Link; 2] {
+    links(
+        base,
+        &format!("clusters/{cluster_uuid}/nodegroups/{ng_uuid}"),
+    )
+}
+
+fn brief(ng: &NodeGroup) -> BriefView<'_> {
+    BriefView {
+        uuid: &ng.uuid,
+        name: &ng.name,
+        flavor_id: &ng.flavor_id,
+        image_id: &ng.image_id,
+        node_count: ng.node_count.unwrap_or(1),
+        role: &ng.role,
+        min_node_count: 0,
+        max_node_count: None,
+        is_default: ng.is_default.unwrap_or(false),
+        stack_id: &ng.stack_id,
+        status: &ng.status,
+        merge_labels: false,
+    }
+}
+
+fn full<'a>(ng: &'a NodeGroup, cluster: &Cluster, base: &str) -> FullView<'a> {
+    let (labels_overridden, labels_added, labels_skipped) = labels_diff(
+        &lookup::labels(cluster.labels.as_deref()),
+        &lookup::labels(ng.labels.as_deref()),
+    );
+    FullView {
+        id: ng.id,
+        uuid: &ng.uuid,
+        name: &ng.name,
+        cluster_id: &ng.cluster_id,
+        project_id: &ng.project_id,
+        docker_volume_size: ng.docker_volume_size,
+        labels: raw_json(ng.labels.as_deref()),
+        links: ng_links(base, &ng.cluster_id, &ng.uuid),
+        flavor_id: &ng.flavor_id,
+        image_id: &ng.image_id,
+        node_addresses: raw_json(ng.node_addresses.as_deref()),
+        node_count: ng.node_count.unwrap_or(1),
+        role: &ng.role,
+        min_node_count: ng.min_node_count.unwrap_or(0),
+        max_node_count: ng.max_node_count,
+        is_default: ng.is_default.unwrap_or(false),
+        stack_id: &ng.stack_id,
+        status: &ng.status,
+        status_reason: &ng.status_reason,
+        version: &ng.version,
+        merge_labels: false,
+        labels_overridden,
+        labels_added,
+        labels_skipped,
+        node_labels: raw_json(ng.node_labels.as_deref()),
+        node_taints: raw_json(ng.node_taints.as_deref()),
+        created_at: Ts(ng.created_at),
+        updated_at: Ts(ng.updated_at),
+    }
+}
+
+use crate::openapi::{Body, RouteDoc};
+
+pub const ROUTES: &[RouteDoc] = &[
+    RouteDoc {
+        method: "GET",
+        path: "/v1/clusters/{cluster_ident}/nodegroups",
+        summary: "List a cluster's nodegroups (1.9+)",
+        status: 200,
+        body: Body::None,
+        policy: "nodegroup:get_all",
+    },
+    RouteDoc {
+        method: "GET",
+        path: "/v1/clusters/{cluster_ident}/nodegroups/{nodegroup_ident}",
+        summary: "Show a nodegroup (1.9+)",
+        status: 200,
+        body: Body::None,
+        policy: "nodegroup:get",
+    },
+    RouteDoc {
+        method: "POST",
+        path: "/v1/clusters/{cluster_ident}/nodegroups",
+        summary: "Create a nodegroup (1.9+)",
+        status: 202,
+        body: Body::Object("NodeGroup", FIELDS),
+        policy: "nodegroup:create",
+    },
+    RouteDoc {
+        method: "PATCH",
+        path: "/v1/clusters/{cluster_ident}/nodegroups/{nodegroup_ident}",
+        summary: "Update a nodegroup's bounds, node labels or taints (1.9+)",
+        status: 202,
+        body: Body::JsonPatch,
+        policy: "nodegroup:update",
+    },
+    RouteDoc {
+        method: "DELETE",
+        path: "/v1/clusters/{cluster_ident}/nodegroups/{nodegroup_ident}",
+        summary: "Delete a nodegroup (1.9+)",
+        status: 204,
+        body: Body::None,
+        policy: "nodegroup:delete",
+    },
+];
+
+/// `segs` is `["clusters", <cluster>, "nodegroups", ...]`.
+pub async fn route(app: &AppState, req: Req, cluster: &str) -> ApiResult<Response> {
+    let rest: Vec<String> = req.segs.iter().skip(3).cloned().collect();
+    let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
+    let handler = match (&req.method, rest.as_slice()) {
+        (&Method::GET, [] | [_]) => "get_one",
+        (&Method::POST, []) => "post",
+        (&Method::PATCH, [_]) => "patch",
+        (&Method::DELETE, [_]) => "delete",
+        (&Method::PATCH | &Method::DELETE, []) => {
+            return Err(ApiError::BadRequest(
+                "Missing argument: \"nodegroup_id\"".into(),
+            ));
+        }
+        (_, [] | [_]) => return Err(ApiError::Routing(StatusCode::METHOD_NOT_ALLOWED)),
+        _ => return Err(ApiError::Routing(StatusCode::NOT_FOUND)),
+    };
+    lookup::require_version(&req, 9, handler)?;
+    match (&req.method, rest.as_slice()) {
+        (&Method::GET, []) => list(app, &req, cluster).await,
+        (&Method::GET, [ng]) => {
+            req.allow_query(&[])?;
+            show(app, &req, cluster, ng).await
+        }
+        (&Method::POST, []) => {
+            req.allow_query(&[])?;
+            create(app, &req, cluster).await
+        }
+        (&Method::PATCH, [ng]) => {
+            req.allow_query(&[])?;
+            update(app, &req, cluster, ng).await
+        }
+        _ => {
+            req.allow_query(&[])?;
+            let ng = rest.first().copied().unwrap_or_default();
+            delete(app, &req, cluster, ng).await
+        }
+    }
+}
+
+async fn list(app: &AppState, req: &Req, cluster: &str) -> ApiResult<Response> {
+    req.allow_query(&["marker", "limit", "sort_key", "sort_dir", "role"])?;
+    let params = ListParams::parse(req, app.settings.max_limit)?;
+    app.policy
+        .authorize("nodegroup:get_all", &ctx_target(req), &req.ctx)?;
+    if req.ctx.is_admin {
+        app.policy
+            .authorize("nodegroup:get_all_all_projects", &ctx_target(req), &req.ctx)?;
+    }
+    let ctx = admin_scope(req);
+    let c = lookup::cluster(app, &ctx, cluster).await?;
+    let cluster_uuid = c.uuid.unwrap_or_default();
+    let repo = app.db.nodegroups();
+    let marker = match &params.marker {
+        Some(m) if !is_uuid_like(m) => {
+            return Err(ApiError::BadRequest(format!(
+                "Invalid input for field/attribute marker. Value: '{m}'. Wrong type. Expected 'uuid', got 'str'"
+            )));
+        }
+        Some(m) => Some(repo.get_by_uuid(&ctx, &cluster_uuid, m).await?),
+        None => None,
+    };
+    let filters = NodeGroupFilters {
+        role: req.query("role").map(str::to_owned),
+        ..NodeGroupFilters::default()
+    };
+    let rows = repo
+        .list(&ctx, &cluster_uuid, &filters, &params.page(marker))
+        .await?;
+    let next = params.next(
+        &req.base,
+        &format!("clusters/{cluster_uuid}/nodegroups"),
+        rows.len(),
+        rows.last().map(|ng| ng.uuid.clone()),
+    );
+    let body = NodegroupList {
+        nodegroups: rows.iter().map(brief).collect(),
+        next,
+    };
+    super::respond_with(StatusCode::OK, &body)
+}
+
+async fn show(app: &AppState, req: &Req, cluster: &str, ident: &str) -> ApiResult<Response> {
+    app.policy
+        .authorize("nodegroup:get", &ctx_target(req), &req.ctx)?;
+    if req.ctx.is_admin {
+        app.policy
+            .authorize("nodegroup:get_one_all_projects", &ctx_target(req), &req.ctx)?;
+    }
+    let ctx = admin_scope(req);
+    let c = lookup::cluster(app, &ctx, cluster).await?;
+    let ng = lookup::nodegroup(app, &ctx, c.uuid.as_deref().unwrap_or_default(), ident).await?;
+    super::respond_with(StatusCode::OK, &full(&ng, &c, &req.base))
+}
+
+/// Upstream's NodeGroupInvalidInput: a 409 naming the attribute and the nodegroup.
+fn invalid_input(attr: &str, nodegroup: Option<&str>, expl: &str) -> ApiError {
+    ApiError::Conflict(format!(
+        "{attr} for {} is invalid ({expl}).",
+        nodegroup.unwrap_or("None")
+    ))
+}
+
+/// The checks upstream runs on a nodegroup before create and after a patch, in its order:
+/// counts, master-only restrictions, node label namespaces, taint shapes (all 409).
+fn check_nodegroup(
+    name: Option<&str>,
+    role: Option<&str>,
+    node_count: i64,
+    min: i64,
+    max: Option<i64>,
+    node_labels: Option<&Value>,
+    node_taints: Option<&Value>,
+) -> ApiResult<()> {
+    if let Some(max) = max.filter(|m| *m != 0) {
+        if max < min {
+            return Err(invalid_input(
+                "max_node_count",
+                name,
+                &format!(
+                    "min_node_count ({min}) should be less or equal to max_node_count ({max})"
+                ),
+            ));
+        }
+        if node_count > max {
+            return Err(invalid_input(
+                "max_node_count",
+                name,
+                &format!(
+                    "node_count ({node_count}) should be less or equal to max_node_count ({max})"
+                ),
+            ));
+        }
+    }
+    if min > node_count {
+        return Err(invalid_input(
+            "min_node_count",
+            name,
+            &format!("min_node_count ({min}) should be less or equal to node_count ({node_count})"),
+        ));
+    }
+    let truthy = |v: Option<&Value>| match v {
+        Some(Value::Object(m)) => !m.is_empty(),
+        Some(Value::Array(a)) => !a.is_empty(),
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Null) | None => false,
+        Some(_) => true,
+    };
+    if role == Some("master") {
+        for (attr, v) in [("node_labels", node_labels), ("node_taints", node_taints)] {
+            if truthy(v) {
+                return Err(invalid_input(
+                    attr,
+                    name,
+                    &format!("{attr} may not be set on master nodegroups"),
+                ));
+            }
+        }
+    }
+    if let Some(Value::Object(labels)) = node_labels {
+        for key in labels.keys() {
+            check_node_label(name, key)?;
+        }
+    }
+    match node_taints {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Array(taints)) => taints
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, t)| check_taint(name, i, t)),
+        Some(other) => Err(invalid(
+            "node_taints",
+            other,
+            "Value not a valid list of dicts",
+        )),
+    }
+}
+
+/// Labels in the kubernetes.io / k8s.io namespaces make the kubelet refuse to start, unless
+/// they are among the ones it may set on itself.
+fn check_node_label(name: Option<&str>, key: &str) -> ApiResult<()> {
+    let Some((prefix, _)) = key.split_once('/') else {
+        return Ok(());
+    };
+    let restricted = matches!(prefix, "kubernetes.io" | "k8s.io")
+        || prefix.ends_with(".kubernetes.io")
+        || prefix.ends_with(".k8s.io");
+    if !restricted || KUBELET_NAMESPACES.contains(&prefix) || KUBELET_LABELS.contains(&key) {
+        return Ok(());
+    }
+    Err(invalid_input(
+        "node_labels",
+        name,
+        &format!(
+            "node label '{key}' is in a restricted Kubernetes namespace; the kubelet will refuse to start. Labels in the kubernetes.io/ and k8s.io/ namespaces must use one of the allowed prefixes ({}) or be one of the allowed labels ({}).",
+            KUBELET_NAMESPACES.join(", "),
+            KUBELET_LABELS.join(", ")
+        ),
+    ))
+}
+
+fn check_taint(name: Option<&str>, index: usize, taint: &Value) -> ApiResult<()> {
+    let Value::Object(t) = taint else {
+        return Err(invalid_input(
+            "node_taints",
+            name,
+            &format!("node_taints[{index}] must be an object with key, effect and optional value"),
+        ));
+    };
+    let mut unknown: Vec<&str> = t
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !TAINT_FIELDS.contains(k))
+        .collect();
+    if !unknown.is_empty() {
+        unknown.sort_unstable();
+        return Err(invalid_input(
+            "node_taints",
+            name,
+            &format!(
+                "node_taints[{index}] contains unrecognised field(s) {}; allowed fields are {}",
+                unknown.join(", "),
+                TAINT_FIELDS.join(", ")
+            ),
+        ));
+    }
+    let key_ok = match t.get("key") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(_) => true,
+    };
+    if !key_ok {
+        return Err(invalid_input(
+            "node_taints",
+            name,
+            &format!("node_taints[{index}].key is required"),
+        ));
+    }
+    if !t
+        .get("effect")
+        .and_then(Value::as_str)
+        .is_some_and(|e| TAINT_EFFECTS.contains(&e))
+    {
+        return Err(invalid_input(
+            "node_taints",
+            name,
+            &format!(
+                "node_taints[{index}].effect must be one of {}",
+                TAINT_EFFECTS.join(", ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn text(doc: &Map<String, Value>, k: &str) -> Option<String> {
+    doc.get(k).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// An integer attribute of a parsed body that must fit its 32-bit column.
+fn int32(doc: &Map<String, Value>, k: &str) -> ApiResult<Option<i32>> {
+    match doc.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_i64()
+            .and_then(|n| i32::try_from(n).ok())
+            .map(Some)
+            .ok_or_else(|| invalid(k, v, "Value should be lower or equal to 2147483647")),
+    }
+}
+
+/// The cluster must be in a state the operation may start from (checked again by the
+/// conductor on its own fresh read).
+fn check_cluster(op: ClusterOp, c: &Cluster) -> ApiResult<()> {
+    Ok(op.check(c.status.as_deref())?)
+}
+
+async fn create(app: &AppState, req: &Req, cluster: &str) -> ApiResult<Response> {
+    let mut doc = parse_object("nodegroup", req.body.as_ref(), FIELDS)?;
+    app.policy
+        .authorize("nodegroup:create", &ctx_target(req), &req.ctx)?;
+    let c = lookup::cluster(app, &req.ctx, cluster).await?;
+    if c.api_address.as_deref().is_none_or(str::is_empty) {
+        return Err(ApiError::Conflict(
+            "Cluster API address is not available yet".into(),
+        ));
+    }
+    let cluster_uuid = c.uuid.clone().unwrap_or_default();
+    // Declared defaults fill absent attributes; they are part of the rendering too.
+    for (k, v) in [
+        ("name", Value::Null),
+        ("node_count", Value::from(1)),
+        ("role", Value::from("worker")),
+        ("min_node_count", Value::from(0)),
+        ("max_node_count", Value::Null),
+    ] {
+        doc.entry(k).or_insert(v);
+    }
+    let name = text(&doc, "name");
+    let existing = app
+        .db
+        .nodegroups()
+        .list(
+            &req.ctx,
+            &cluster_uuid,
+            &NodeGroupFilters::default(),
+            &magnum_db::Page::default(),
+        )
+        .await?;
+    if let Some(n) = &name
+        && existing.iter().any(|ng| &ng.name == n)
+    {
+        return Err(Error::NodeGroupAlreadyExists {
+            name: n.clone(),
+            cluster_id: c.name.clone().unwrap_or_default(),
+        }
+        .into());
+    }
+    let node_count = int32(&doc, "node_count")?.unwrap_or(1);
+    let min_node_count = int32(&doc, "min_node_count")?.unwrap_or(0);
+    let max_node_count = int32(&doc, "max_node_count")?;
+    let role = text(&doc, "role");
+    check_nodegroup(
+        name.as_deref(),
+        role.as_deref(),
+        i64::from(node_count),
+        i64::from(min_node_count),
+        max_node_count.map(i64::from),
+        doc.get("node_labels"),
+        doc.get("node_taints"),
+    )?;
+    if role.as_deref() == Some("master") {
+        return Err(ApiError::BadRequest(
+            "Creating master nodegroups is currently not supported.".into(),
+        ));
+    }
+    check_cluster(ClusterOp::NodegroupCreate, &c)?;
+    let Some(name) = name else {
+        // The row needs a name; upstream's conductor failed on the insert, unseen.
+        return Err(invalid("name", &Value::Null, "Mandatory field missing."));
+    };
+    if doc.get("image_id").is_none_or(Value::is_null) {
+        let image = match c.cluster_template_id.as_deref() {
+            Some(t) => app
+                .db
+                .cluster_templates()
+                .get_by_uuid(&req.ctx, t)
+                .await?
+                .image_id
+                .map_or(Value::Null, Value::String),
+            None => Value::Null,
+        };
+        doc.insert("image_id".into(), image);
+    }
+    if doc.get("flavor_id").is_none_or(Value::is_null) {
+        doc.insert(
+            "flavor_id".into(),
+            c.flavor_id.clone().map_or(Value::Null, Value::String),
+        );
+    }
+    let cluster_labels = lookup::labels(c.labels.as_deref());
+    let labels = match doc.get("labels") {
+        Some(Value::Object(given)) if doc.get("merge_labels") == Some(&Value::Bool(true)) => {
+            let mut merged = cluster_labels.clone();
+            merged.extend(given.clone());
+            merged
+        }
+        Some(Value::Object(given)) => given.clone(),
+        _ => cluster_labels.clone(),
+    };
+    doc.insert("labels".into(), Value::Object(labels.clone()));
+    // Root-disk check of the flavor (§6.3.4) waits for the validator's Nova seam.
+    let uuid = uuid::Uuid::new_v4().to_string();
+    let project_id = req.ctx.project_id.clone().unwrap_or_default();
+    let json_text = |k: &str| doc.get(k).filter(|v| !v.is_null()).map(dumps);
+    let row = NodeGroup {
+        uuid: uuid.clone(),
+        name: name.clone(),
+        cluster_id: cluster_uuid.clone(),
+        project_id: project_id.clone(),
+        docker_volume_size: int32(&doc, "docker_volume_size")?,
+        labels: Some(dumps(&Value::Object(labels.clone()))),
+        flavor_id: text(&doc, "flavor_id"),
+        image_id: text(&doc, "image_id"),
+        node_count: Some(node_count),
+        max_node_count,
+        min_node_count: Some(min_node_count),
+        role: role.clone(),
+        is_default: doc.get("is_default").and_then(Value::as_bool),
+        status: Some(ClusterStatus::CreateInProgress.as_str().to_owned()),
+        status_reason: text(&doc, "status_reason"),
+        version: text(&doc, "version"),
+        node_labels: json_text("node_labels"),
+        node_taints: json_text("node_taints"),
+        ..NodeGroup::default()
+    };
+    match app.db.nodegroups().create(row).await {
+        Ok(_) => {}
+        // A concurrent create took the name: upstream names the cluster by its name.
+        Err(Error::NodeGroupAlreadyExists { name, .. }) => {
+            return Err(Error::NodeGroupAlreadyExists {
+                name,
+                cluster_id: c.name.clone().unwrap_or_default(),
+            }
+            .into());
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let message = NodegroupRef {
+        cluster_uuid: cluster_uuid.clone(),
+        nodegroup_uuid: uuid.clone(),
+    };
+    if let Err(e) = app.conductor.nodegroup_create(&req.ctx, message).await {
+        // The row exists in CREATE_IN_PROGRESS; the conductor's sweep picks it up.
+        tracing::warn!(nodegroup = %uuid, "nodegroup_create not delivered to the conductor: {e}");
+    }
+    doc.insert("uuid".into(), Value::String(uuid.clone()));
+    doc.insert("cluster_id".into(), Value::String(cluster_uuid.clone()));
+    doc.insert("project_id".into(), Value::String(project_id));
+    let body = render_request(&doc, &cluster_labels, &labels, &req.base);
+    super::respond(StatusCode::ACCEPTED, &body)
+}
+
+/// Upstream's answer to a create: the request as the API type holds it, so only the
+/// attributes that were set (no id, status or timestamps), plus links and the label diff.
+fn render_request(
+    doc: &Map<String, Value>,
+    cluster_labels: &Map<String, Value>,
+    labels: &Map<String, Value>,
+    base: &str,
+) -> Value {
+    let (overridden, added, skipped) = labels_diff(cluster_labels, labels);
+    let mut out = Map::new();
+    let get = |k: &str| doc.get(k).cloned();
+    for key in [
+        "uuid",
+        "name",
+        "cluster_id",
+        "project_id",
+        "docker_volume_size",
+        "labels",
+    ] {
+        if let Some(v) = get(key) {
+            out.insert(key.into(), v);
+        }
+    }
+    let text = |k: &str| doc.get(k).and_then(Value::as_str).unwrap_or_default();
+    let links = ng_links(base, text("cluster_id"), text("uuid"));
+    out.insert(
+        "links".into(),
+        serde_json::to_value(links).unwrap_or(Value::Null),
+    );
+    for key in [
+        "flavor_id",
+        "image_id",
+        "node_count",
+        "role",
+        "min_node_count",
+        "max_node_count",
+        "is_default",
+        "status_reason",
+        "version",
+    ] {
+        if let Some(v) = get(key) {
+            out.insert(key.into(), v);
+        }
+    }
+    out.insert("merge_labels".into(), Value::Bool(false));
+    out.insert("labels_overridden".into(), Value::Object(overridden));
+    out.insert("labels_added".into(), Value::Object(added));
+    out.insert("labels_skipped".into(), Value::Object(skipped));
+    for key in ["node_labels", "node_taints"] {
+        if let Some(v) = get(key) {
+            out.insert(key.into(), v);
+        }
+    }
+    Value::Object(out)
+}
+
+/// The nodegroup as upstream's `as_dict()` shows it to JSON-patch.
+fn patch_document(ng: &NodeGroup) -> Map<String, Value> {
+    let json_col = |t: &Option<String>| super::json_column(t.as_deref());
+    let doc = serde_json::json!({
+        "id": ng.id,
+        "uuid": ng.uuid,
+        "name": ng.name,
+        "cluster_id": ng.cluster_id,
+        "project_id": ng.project_id,
+        "docker_volume_size": ng.docker_volume_size,
+        "labels": json_col(&ng.labels),
+        "flavor_id": ng.flavor_id,
+        "image_id": ng.image_id,
+        "node_addresses": json_col(&ng.node_addresses),
+        "node_count": ng.node_count.unwrap_or(1),
+        "role": ng.role,
+        "max_node_count": ng.max_node_count,
+        "min_node_count": ng.min_node_count.unwrap_or(0),
+        "is_default": ng.is_default.unwrap_or(false),
+        "stack_id": ng.stack_id,
+        "status": ng.status,
+        "status_reason": ng.status_reason,
+        "version": ng.version,
+        "node_labels": json_col(&ng.node_labels),
+        "node_taints": json_col(&ng.node_taints),
+        "created_at": super::timestamp(ng.created_at),
+        "updated_at": super::timestamp(ng.updated_at),
+    });
+    match doc {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+async fn update(app: &AppState, req: &Req, cluster: &str, ident: &str) -> ApiResult<Response> {
+    let rules = PatchRules::nodegroup();
+    let mut ops = parse_patch(req.body.as_ref(), &rules)?;
+    let c = lookup::cluster(app, &req.ctx, cluster).await?;
+    app.policy
+        .authorize("nodegroup:update", &ctx_target(req), &req.ctx)?;
+    let cluster_uuid = c.uuid.clone().unwrap_or_default();
+    let ng = lookup::nodegroup(app, &req.ctx, &cluster_uuid, ident).await?;
+    let mut doc = patch_document(&ng);
+    apply_patch(&mut doc, &mut ops, &rules)?;
+    revalidate(&doc, FIELDS)?;
+    // Label values are stored as strings whatever the patch sent.
+    let labels = match doc.get("labels") {
+        Some(v @ Value::Object(_)) => {
+            crate::input::check_value(&field("labels", Kind::StrDict), v)?
+        }
+        _ => Value::Null,
+    };
+    let node_labels = match doc.get("node_labels") {
+        Some(v @ Value::Object(_)) => {
+            crate::input::check_value(&field("node_labels", Kind::StrDict), v)?
+        }
+        other => other.cloned().unwrap_or(Value::Null),
+    };
+    let node_taints = doc.get("node_taints").cloned().unwrap_or(Value::Null);
+    let int = |k: &str| int32(&doc, k);
+    let min_node_count = int("min_node_count")?.unwrap_or(0);
+    let max_node_count = int("max_node_count")?;
+    // Root-disk check of the flavor (§6.3.5) waits for the validator's Nova seam.
+    check_nodegroup(
+        Some(&ng.name),
+        ng.role.as_deref(),
+        i64::from(ng.node_count.unwrap_or(1)),
+        i64::from(min_node_count),
+        max_node_count.map(i64::from),
+        Some(&node_labels),
+        Some(&node_taints),
+    )?;
+    check_cluster(ClusterOp::NodegroupUpdate, &c)?;
+    NodegroupOp::Update.check(ng.status.as_deref())?;
+    let json_text = |v: &Value| (!v.is_null()).then(|| dumps(v));
+    let mut patched = ng.clone();
+    patched.min_node_count = Some(min_node_count);
+    patched.max_node_count = max_node_count;
+    patched.node_labels = json_text(&node_labels);
+    patched.node_taints = json_text(&node_taints);
+    patched.labels = json_text(&labels);
+    let message = NodegroupUpdate {
+        cluster_uuid,
+        nodegroup_uuid: ng.uuid.clone(),
+        min_node_count: patched.min_node_count,
+        max_node_count: patched.max_node_count,
+        node_labels: patched.node_labels.clone(),
+        node_taints: patched.node_taints.clone(),
+        labels: patched.labels.clone(),
+    };
+    app.conductor.nodegroup_update(&req.ctx, message).await?;
+    super::respond_with(StatusCode::ACCEPTED, &full(&patched, &c, &req.base))
+}
+
+async fn delete(app: &AppState, req: &Req, cluster: &str, ident: &str) -> ApiResult<Response> {
+    app.policy
+        .authorize("nodegroup:delete", &ctx_target(req), &req.ctx)?;
+    let c = lookup::cluster(app, &req.ctx, cluster).await?;
+    let cluster_uuid = c.uuid.clone().unwrap_or_default();
+    let ng = lookup::nodegroup(app, &req.ctx, &cluster_uuid, ident).await?;
+    if ng.is_default == Some(true) {
+        return Err(ApiError::BadRequest(
+            "Deleting a default nodegroup is not supported.".into(),
+        ));
+    }
+    check_cluster(ClusterOp::NodegroupDelete, &c)?;
+    let message = NodegroupRef {
+        cluster_uuid,
+        nodegroup_uuid: ng.uuid,
+    };
+    app.conductor.nodegroup_delete(&req.ctx, message).await?;
+    no_content()
+}
