@@ -1,13 +1,21 @@
-//! An API server on a free loopback port, backed by a fresh database.
+//! An API server on a free loopback port, backed by a fresh database, with a fake conductor
+//! that records every RPC the API sends.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 
 use magnum_api::error::ApiResult;
 use magnum_api::validate::{ResourceValidator, TemplateFacts};
 use magnum_api::{ApiSettings, AppState, Auth};
-use magnum_core::RequestContext;
 use magnum_core::policy::{Enforcer, PolicyOptions};
+use magnum_core::{Error, RequestContext};
 use magnum_db::{Database, DbSettings, DbUrl};
+use magnum_rpc::{
+    ClusterCreate, ClusterRef, ClusterResize, ClusterUpdate, ClusterUpgrade, ConductorApi,
+    GetCaCertificate, NodegroupRef, NodegroupUpdate, SignCertificate,
+};
 use sea_orm::ConnectionTrait;
 use serde_json::{Map, Value};
 
@@ -15,7 +23,142 @@ pub struct Server {
     pub base: String,
     pub db: Database,
     pub http: reqwest::Client,
+    /// Every RPC the API sent, and the answers it gets.
+    pub conductor: Arc<FakeConductor>,
     _dir: tempfile::TempDir,
+}
+
+/// What `get_ca_certificate` answers.
+pub const CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nFAKE-CA\n-----END CERTIFICATE-----\n";
+/// What `sign_certificate` answers.
+pub const SIGNED_PEM: &str =
+    "-----BEGIN CERTIFICATE-----\nFAKE-SIGNED\n-----END CERTIFICATE-----\n";
+
+/// One RPC as the API sent it.
+#[derive(Clone, Debug)]
+pub struct Sent {
+    pub method: &'static str,
+    pub args: Value,
+    pub ctx: RequestContext,
+}
+
+type Failure = Box<dyn Fn() -> Error + Send + Sync>;
+
+/// A conductor that records calls and casts and answers as told: by default every method
+/// succeeds (CA and signing answer fixed PEMs); `fail` makes one method return an error.
+#[derive(Default)]
+pub struct FakeConductor {
+    sent: Mutex<Vec<Sent>>,
+    failures: Mutex<HashMap<&'static str, Failure>>,
+}
+
+impl FakeConductor {
+    pub fn sent(&self) -> Vec<Sent> {
+        self.sent.lock().unwrap().clone()
+    }
+
+    /// The arguments of every `method` sent so far, oldest first.
+    pub fn args_of(&self, method: &str) -> Vec<Value> {
+        self.sent()
+            .into_iter()
+            .filter(|s| s.method == method)
+            .map(|s| s.args)
+            .collect()
+    }
+
+    /// The arguments of the only `method` sent so far.
+    pub fn only(&self, method: &str) -> Value {
+        let all = self.args_of(method);
+        assert_eq!(all.len(), 1, "{method}: {all:?}");
+        all.into_iter().next().unwrap()
+    }
+
+    pub fn clear(&self) {
+        self.sent.lock().unwrap().clear();
+    }
+
+    /// From now on `method` fails with what `error` builds.
+    pub fn fail(&self, method: &'static str, error: impl Fn() -> Error + Send + Sync + 'static) {
+        self.failures
+            .lock()
+            .unwrap()
+            .insert(method, Box::new(error));
+    }
+
+    pub fn heal(&self, method: &'static str) {
+        self.failures.lock().unwrap().remove(method);
+    }
+
+    fn record(
+        &self,
+        method: &'static str,
+        ctx: &RequestContext,
+        args: &impl serde::Serialize,
+    ) -> magnum_core::Result<()> {
+        self.sent.lock().unwrap().push(Sent {
+            method,
+            args: serde_json::to_value(args).unwrap(),
+            ctx: ctx.clone(),
+        });
+        match self.failures.lock().unwrap().get(method) {
+            Some(f) => Err(f()),
+            None => Ok(()),
+        }
+    }
+}
+
+type RpcFuture<'a, T> = Pin<Box<dyn Future<Output = magnum_core::Result<T>> + Send + 'a>>;
+
+/// `ConductorApi` is an `async_trait`; these are its methods written out by hand.
+macro_rules! fake_methods {
+    ($($name:ident($msg:ty) -> $ret:ty = $answer:expr;)*) => {
+        impl ConductorApi for FakeConductor {
+            $(
+                fn $name<'life0, 'life1, 'async_trait>(
+                    &'life0 self,
+                    ctx: &'life1 RequestContext,
+                    req: $msg,
+                ) -> RpcFuture<'async_trait, $ret>
+                where
+                    'life0: 'async_trait,
+                    'life1: 'async_trait,
+                    Self: 'async_trait,
+                {
+                    Box::pin(async move {
+                        self.record(stringify!($name), ctx, &req)?;
+                        Ok($answer)
+                    })
+                }
+            )*
+
+            fn ping_conductor<'life0, 'life1, 'async_trait>(
+                &'life0 self,
+                _ctx: &'life1 RequestContext,
+            ) -> RpcFuture<'async_trait, bool>
+            where
+                'life0: 'async_trait,
+                'life1: 'async_trait,
+                Self: 'async_trait,
+            {
+                Box::pin(async { Ok(true) })
+            }
+        }
+    };
+}
+
+fake_methods! {
+    cluster_create(ClusterCreate) -> () = ();
+    cluster_update(ClusterUpdate) -> () = ();
+    cluster_delete(ClusterRef) -> () = ();
+    cluster_resize(ClusterResize) -> () = ();
+    cluster_upgrade(ClusterUpgrade) -> () = ();
+    nodegroup_create(NodegroupRef) -> () = ();
+    nodegroup_update(NodegroupUpdate) -> () = ();
+    nodegroup_delete(NodegroupRef) -> () = ();
+    credential_rotate(ClusterRef) -> () = ();
+    sign_certificate(SignCertificate) -> String = SIGNED_PEM.to_owned();
+    get_ca_certificate(GetCaCertificate) -> String = CA_PEM.to_owned();
+    rotate_ca_certificate(ClusterRef) -> () = ();
 }
 
 /// A stand-in for Glance in tests: knows a few images; anything else is not found.
@@ -77,18 +220,20 @@ async fn database(dir: &tempfile::TempDir) -> Database {
 }
 
 pub async fn start_with(auth: Auth) -> Server {
+    start_with_settings(auth, ApiSettings::default()).await
+}
+
+pub async fn start_with_settings(auth: Auth, settings: ApiSettings) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let db = database(&dir).await;
+    let conductor = Arc::new(FakeConductor::default());
     let state = Arc::new(AppState {
         db: db.clone(),
         auth,
         policy: Enforcer::new(PolicyOptions::default()).unwrap(),
-        settings: ApiSettings::default(),
+        settings,
         validator: Arc::new(FakeImages),
-        conductor: Arc::new(magnum_rpc::RpcClient::new(
-            Arc::new(magnum_rpc::InProcess::new(8)),
-            std::time::Duration::from_secs(5),
-        )),
+        conductor: conductor.clone(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -101,6 +246,7 @@ pub async fn start_with(auth: Auth) -> Server {
         base: format!("http://{addr}"),
         db,
         http: reqwest::Client::new(),
+        conductor,
         _dir: dir,
     }
 }

@@ -1,13 +1,14 @@
 //! Upstream 23.0.0's answers (shared/fixtures/upstream-api-samples.json) replayed against
-//! seeded rows: status, version headers and bodies must match, ids and timestamps aside.
-//! Cluster, nodegroup and certificate samples belong to the conductor issue.
+//! seeded rows: status, version headers and bodies must match, timestamps aside.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use magnum_api::Auth;
+use magnum_core::Error;
 use magnum_db::repo::cluster::Cluster;
 use magnum_db::repo::cluster_template::ClusterTemplate;
+use magnum_db::repo::nodegroup::NodeGroup;
 use magnum_openstack::keystone::{Keystone, KeystoneSettings};
 use sea_orm::ConnectionTrait;
 use serde_json::Value;
@@ -23,8 +24,14 @@ const DEMO: Persona = Persona {
 };
 const UPSTREAM_BASE: &str = "http://127.0.0.1:9511";
 
-/// Samples within this issue's scope, by index.
-const IN_SCOPE: [usize; 15] = [0, 1, 2, 3, 4, 5, 13, 14, 15, 16, 17, 20, 21, 22, 27];
+/// Samples replayed, by index. #11 (nodegroups below 1.9) is left out until error.rs can
+/// render a per-method 406 with its detail: upstream answers a routing-shaped error (code "",
+/// title "Not Acceptable", no version headers) whose detail names the handler, and today's
+/// routing error has an empty detail.
+const IN_SCOPE: [usize; 27] = [
+    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26,
+    27,
+];
 
 fn samples() -> Vec<Value> {
     let path = concat!(
@@ -90,28 +97,51 @@ async fn seed(server: &Server, all: &[Value]) {
         };
         server.db.cluster_templates().create(row).await.unwrap();
     }
-    // 1000 clusters of 3 nodes (1 master, 2 workers) on the first template, in bulk.
-    let first = Cluster {
-        name: Some("bench-cluster".into()),
-        project_id: Some(PROJECT.into()),
-        user_id: Some(USER.into()),
-        cluster_template_id: Some("93c7ea7d-1144-4de6-a4ff-1e39679c9384".into()),
-        status: Some("CREATE_COMPLETE".into()),
-        ..Default::default()
-    };
-    let c = server.db.clusters().create(first).await.unwrap();
+    // The two clusters the cluster samples show (in id order), with their nodegroups; the
+    // first one's in full, its worker nodegroup with id 2 as sample #10 says.
+    let shown = &all[7]["response"]["body"];
+    let mut first = cluster_row(shown);
+    first.stack_id = s(shown, "cluster_id");
+    let first = server.db.clusters().create(first).await.unwrap();
+    let first_uuid = first.uuid.clone().unwrap();
+    let listed = &all[9]["response"]["body"]["nodegroups"][0];
+    let mut master = nodegroup_row(listed, &first_uuid);
+    master.labels = Some(magnum_db::json::dumps(&shown["labels"]));
+    master.docker_volume_size = i(shown, "docker_volume_size");
+    master.node_addresses = Some(magnum_db::json::dumps(&shown["master_addresses"]));
+    server.db.nodegroups().create(master).await.unwrap();
+    let worker = nodegroup_row(&all[10]["response"]["body"], &first_uuid);
+    let worker = server.db.nodegroups().create(worker).await.unwrap();
+    assert_eq!(worker.id, 2);
+    let second = server
+        .db
+        .clusters()
+        .create(cluster_row(&all[6]["response"]["body"]["clusters"][1]))
+        .await
+        .unwrap();
+    let second_uuid = second.uuid.unwrap();
+    for (name, role, count) in [
+        ("default-master", "master", 1),
+        ("default-worker", "worker", 2),
+    ] {
+        let ng = NodeGroup {
+            name: name.into(),
+            cluster_id: second_uuid.clone(),
+            project_id: PROJECT.into(),
+            role: Some(role.into()),
+            node_count: Some(count),
+            is_default: Some(true),
+            ..Default::default()
+        };
+        server.db.nodegroups().create(ng).await.unwrap();
+    }
+    // 998 more clusters of 3 nodes (1 master, 2 workers), in bulk: 1000 clusters, 3000 nodes.
     let conn = server.db.conn();
     let mut clusters = Vec::new();
     let mut groups = Vec::new();
-    for n in 0..1000 {
-        let uuid = if n == 0 {
-            c.uuid.clone().unwrap()
-        } else {
-            uuid::Uuid::new_v4().to_string()
-        };
-        if n > 0 {
-            clusters.push(format!("('{uuid}', 'bench-{n}', '{PROJECT}', '{USER}', '93c7ea7d-1144-4de6-a4ff-1e39679c9384', 'CREATE_COMPLETE')"));
-        }
+    for n in 2..1000 {
+        let uuid = uuid::Uuid::new_v4().to_string();
+        clusters.push(format!("('{uuid}', 'bench-{n}', '{PROJECT}', '{USER}', '93c7ea7d-1144-4de6-a4ff-1e39679c9384', 'CREATE_COMPLETE')"));
         for (name, role, count) in [
             ("default-master", "master", 1),
             ("default-worker", "worker", 2),
@@ -134,6 +164,66 @@ async fn seed(server: &Server, all: &[Value]) {
     ))
     .await
     .unwrap();
+}
+
+/// A cluster row from one of upstream's renderings of it.
+fn cluster_row(c: &Value) -> Cluster {
+    let labels = |k: &str| c.get(k).map(magnum_db::json::dumps);
+    Cluster {
+        uuid: s(c, "uuid"),
+        name: s(c, "name"),
+        project_id: s(c, "project_id").or(Some(PROJECT.into())),
+        user_id: s(c, "user_id").or(Some(USER.into())),
+        cluster_template_id: s(c, "cluster_template_id"),
+        keypair: s(c, "keypair"),
+        docker_volume_size: i(c, "docker_volume_size"),
+        labels: labels("labels"),
+        master_flavor_id: s(c, "master_flavor_id"),
+        flavor_id: s(c, "flavor_id"),
+        create_timeout: i(c, "create_timeout"),
+        stack_id: s(c, "stack_id"),
+        status: s(c, "status"),
+        status_reason: s(c, "status_reason"),
+        health_status: s(c, "health_status"),
+        health_status_reason: labels("health_status_reason"),
+        discovery_url: s(c, "discovery_url"),
+        api_address: s(c, "api_address"),
+        coe_version: s(c, "coe_version"),
+        container_version: s(c, "container_version"),
+        fixed_network: s(c, "fixed_network"),
+        fixed_subnet: s(c, "fixed_subnet"),
+        floating_ip_enabled: b(c, "floating_ip_enabled"),
+        master_lb_enabled: b(c, "master_lb_enabled"),
+        ..Default::default()
+    }
+}
+
+/// A nodegroup row from one of upstream's renderings of it.
+fn nodegroup_row(ng: &Value, cluster_uuid: &str) -> NodeGroup {
+    let json = |k: &str| ng.get(k).map(magnum_db::json::dumps);
+    NodeGroup {
+        uuid: s(ng, "uuid").unwrap(),
+        name: s(ng, "name").unwrap(),
+        cluster_id: cluster_uuid.into(),
+        project_id: PROJECT.into(),
+        docker_volume_size: i(ng, "docker_volume_size"),
+        labels: json("labels"),
+        flavor_id: s(ng, "flavor_id"),
+        image_id: s(ng, "image_id"),
+        node_addresses: json("node_addresses"),
+        node_count: i(ng, "node_count"),
+        max_node_count: i(ng, "max_node_count"),
+        min_node_count: i(ng, "min_node_count"),
+        role: s(ng, "role"),
+        is_default: b(ng, "is_default"),
+        stack_id: s(ng, "stack_id"),
+        status: s(ng, "status"),
+        status_reason: s(ng, "status_reason"),
+        version: s(ng, "version"),
+        node_labels: json("node_labels"),
+        node_taints: json("node_taints"),
+        ..Default::default()
+    }
 }
 
 /// Same base URL as upstream's capture, and timestamps masked.
@@ -162,6 +252,12 @@ async fn upstream_samples_replay_identically() {
     let all = samples();
     let server = start().await;
     seed(&server, &all).await;
+    // #23: the conductor finds no CA for that cluster.
+    server
+        .conductor
+        .fail("get_ca_certificate", || Error::X509KeyPairNotFound {
+            x509keypair: "None".into(),
+        });
     // The 401 needs Keystone mode; no token means Keystone is never asked.
     let keystone = Keystone::new(KeystoneSettings {
         auth_url: "http://127.0.0.1:5000/v3".into(),
@@ -238,7 +334,8 @@ async fn upstream_samples_replay_identically() {
         }
         let ours = normalise(&got.body, &target.base);
         let theirs = normalise(&want["body"], UPSTREAM_BASE);
-        if ours != theirs {
+        // Key order too: WSME renders attributes in the type's declaration order.
+        if ours.to_string() != theirs.to_string() {
             failures.push(format!(
                 "#{idx} {what}:\n  ours   {ours}\n  theirs {theirs}"
             ));
