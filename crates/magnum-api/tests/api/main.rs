@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
+mod clusters;
 mod common;
+mod nodegroups;
 mod replay;
 mod resources;
