@@ -164,3 +164,79 @@ async fn concurrent_heartbeats_all_count() {
         assert!(row.last_seen_up.is_some());
     });
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_quota_checked_creates_never_overshoot_the_limit() {
+    use magnum_db::repo::cluster::ClusterQuota;
+    use magnum_db::repo::nodegroup::NodeGroup;
+
+    let new = |project: &str, name: String| {
+        let cluster = Cluster {
+            name: Some(name),
+            project_id: Some(project.into()),
+            user_id: Some("u".into()),
+            status: Some("CREATE_IN_PROGRESS".into()),
+            ..Default::default()
+        };
+        let groups = [("master", 1), ("worker", 2)].map(|(role, count)| NodeGroup {
+            name: format!("default-{role}"),
+            project_id: project.into(),
+            role: Some(role.into()),
+            node_count: Some(count),
+            is_default: Some(true),
+            ..Default::default()
+        });
+        (cluster, groups.to_vec())
+    };
+    on_every_engine!(at_head, |t| {
+        // Another project's clusters do not count against this one's quota.
+        for i in 0..3 {
+            let (c, groups) = new("other", format!("o{i}"));
+            t.db.clusters()
+                .create_with_nodegroups(c, groups, None)
+                .await
+                .unwrap();
+        }
+        let scope = RequestContext::for_project("p", "u");
+        let writers = 20;
+        let barrier = Arc::new(Barrier::new(writers));
+        let mut tasks = Vec::new();
+        for i in 0..writers {
+            let (db, scope, barrier) = (t.db.clone(), scope.clone(), barrier.clone());
+            let (c, groups) = new("p", format!("c{i}"));
+            tasks.push(tokio::spawn(async move {
+                barrier.wait().await;
+                let quota = ClusterQuota { scope, limit: 10 };
+                db.clusters()
+                    .create_with_nodegroups(c, groups, Some(quota))
+                    .await
+            }));
+        }
+        let (mut created, mut refused) = (Vec::new(), 0);
+        for task in tasks {
+            match task.await.unwrap() {
+                Ok(c) => created.push(c.uuid.unwrap()),
+                Err(Error::Forbidden { message }) => {
+                    assert_eq!(
+                        message,
+                        "Resource limit exceeded: You have reached the maximum clusters per project, 10. You may delete a cluster to make room for a new one."
+                    );
+                    refused += 1;
+                }
+                Err(e) => panic!("{}: unexpected error: {e}", t.engine),
+            }
+        }
+        assert_eq!((created.len(), refused), (10, 10), "{}", t.engine);
+        let stored =
+            t.db.clusters()
+                .count(&scope, &Default::default())
+                .await
+                .unwrap();
+        assert_eq!(stored, 10, "{}", t.engine);
+        let groups = t.db.nodegroups().for_clusters(&created).await.unwrap();
+        assert_eq!(groups.len(), 20, "{}", t.engine);
+        // No nodegroup outlived a refused create: 13 clusters of 3 nodes in all.
+        let stats = t.db.clusters().stats(None).await.unwrap();
+        assert_eq!((stats.clusters, stats.nodes), (13, 39), "{}", t.engine);
+    });
+}
