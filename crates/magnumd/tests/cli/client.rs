@@ -1,5 +1,6 @@
 //! The real `openstack coe` client (python-openstackclient + python-magnumclient) against
-//! `magnumd api` on MariaDB, authenticated by a real Keystone, as each persona.
+//! `magnumd serve` on MariaDB, authenticated by a real Keystone, as each persona, ending with
+//! a cluster's whole life (lifecycle.rs).
 //! Runs when MAGNUM_TEST_KEYSTONE=1 (scripts/test sets it); needs MAGNUM_TEST_MYSQL_URL.
 
 use std::collections::HashMap;
@@ -11,11 +12,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn repo_root() -> PathBuf {
+pub(crate) fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -24,9 +25,9 @@ fn free_port() -> u16 {
 }
 
 /// Stops what it holds when the test ends, however it ends.
-struct Running {
-    api: Option<Child>,
-    keystone_dir: PathBuf,
+pub(crate) struct Running {
+    pub(crate) api: Option<Child>,
+    pub(crate) keystone_dir: PathBuf,
 }
 
 impl Drop for Running {
@@ -58,15 +59,15 @@ fn read_env(path: &Path) -> HashMap<String, String> {
         .collect()
 }
 
-fn wait_for_port(port: u16, child: &mut Child) {
+pub(crate) fn wait_for_port(port: u16, child: &mut Child) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
         if let Ok(Some(status)) = child.try_wait() {
-            panic!("magnumd api exited early: {status}");
+            panic!("magnumd exited early: {status}");
         }
         assert!(
             Instant::now() < deadline,
-            "magnumd api did not listen on {port}"
+            "magnumd did not listen on {port}"
         );
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -82,31 +83,37 @@ fn raw_get(port: u16, path: &str, token: &str) -> String {
     out
 }
 
-struct Cli {
-    openstack: String,
-    clouds: String,
+/// The `openstack` CLI: with a clouds.yaml (a cloud per persona), or with global options
+/// only (`--os-auth-type none --os-endpoint ...` for noauth; then `cloud` is ignored).
+pub(crate) struct Cli {
+    pub(crate) openstack: String,
+    pub(crate) clouds: Option<String>,
+    pub(crate) global: Vec<String>,
 }
 
 impl Cli {
-    fn run(&self, cloud: &str, args: &[&str]) -> Output {
-        Command::new(&self.openstack)
-            .env_clear()
+    pub(crate) fn run(&self, cloud: &str, args: &[&str]) -> Output {
+        let mut cmd = Command::new(&self.openstack);
+        cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env(
                 "HOME",
                 std::env::var("HOME").unwrap_or_else(|_| "/tmp".into()),
             )
-            .env("OS_CLIENT_CONFIG_FILE", &self.clouds)
             .env("PYTHONWARNINGS", "ignore")
-            .arg("--os-cloud")
-            .arg(cloud)
-            .args(args)
-            .output()
-            .unwrap()
+            // `coe cluster config` prints the export line for the user's shell.
+            .env("SHELL", "/bin/bash")
+            .args(&self.global);
+        if let Some(clouds) = &self.clouds {
+            cmd.env("OS_CLIENT_CONFIG_FILE", clouds)
+                .arg("--os-cloud")
+                .arg(cloud);
+        }
+        cmd.args(args).output().unwrap()
     }
 
     /// Run and expect success with JSON output.
-    fn json(&self, cloud: &str, args: &[&str]) -> Value {
+    pub(crate) fn json(&self, cloud: &str, args: &[&str]) -> Value {
         let mut all: Vec<&str> = args.to_vec();
         all.extend(["-f", "json"]);
         let out = self.run(cloud, &all);
@@ -122,7 +129,7 @@ impl Cli {
     }
 
     /// Run and expect success; return stdout.
-    fn ok(&self, cloud: &str, args: &[&str]) -> String {
+    pub(crate) fn ok(&self, cloud: &str, args: &[&str]) -> String {
         let out = self.run(cloud, args);
         assert!(
             out.status.success(),
@@ -133,7 +140,7 @@ impl Cli {
     }
 
     /// Run and expect the API's refusal with `status` and text in the client's message.
-    fn refused(&self, cloud: &str, args: &[&str], status: u16, text: &str) {
+    pub(crate) fn refused(&self, cloud: &str, args: &[&str], status: u16, text: &str) {
         let out = self.run(cloud, args);
         let err = String::from_utf8_lossy(&out.stderr).into_owned()
             + &String::from_utf8_lossy(&out.stdout);
@@ -199,10 +206,11 @@ fn openstack_coe_commands_as_each_persona() {
             "[api]\nhost = 127.0.0.1\nport = {api_port}\n\n[database]\nconnection = {db_url}\n\n\
              [keystone_authtoken]\nwww_authenticate_uri = {auth}\nauth_url = {auth}\nauth_type = password\n\
              username = {user}\npassword = {pw}\nuser_domain_name = Default\nproject_name = service\n\
-             project_domain_name = Default\n",
+             project_domain_name = Default\n\n{sim}",
             auth = env["MAGNUM_TEST_AUTH_URL"],
             user = env["MAGNUM_TEST_SERVICE_USER"],
             pw = env["MAGNUM_TEST_SERVICE_PASSWORD"],
+            sim = crate::lifecycle::FAST_SIMULATION,
         ),
     )
     .unwrap();
@@ -214,7 +222,7 @@ fn openstack_coe_commands_as_each_persona() {
     );
     let log = std::fs::File::create(work.path().join("api.log")).unwrap();
     let mut api = Command::new(env!("CARGO_BIN_EXE_magnumd"))
-        .args(["--config-file", &conf, "api"])
+        .args(["--config-file", &conf, "serve"])
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
@@ -224,7 +232,8 @@ fn openstack_coe_commands_as_each_persona() {
 
     let cli = Cli {
         openstack: env["MAGNUM_TEST_OPENSTACK"].clone(),
-        clouds: env["OS_CLIENT_CONFIG_FILE"].clone(),
+        clouds: Some(env["OS_CLIENT_CONFIG_FILE"].clone()),
+        global: Vec::new(),
     };
     let demo = env["MAGNUM_TEST_DEMO_PROJECT_ID"].clone();
     let alt = env["MAGNUM_TEST_ALT_PROJECT_ID"].clone();
@@ -502,13 +511,22 @@ fn openstack_coe_commands_as_each_persona() {
         403,
         "Not authorized",
     );
-    cli.json("admin", &["coe", "service", "list"]);
+    // The conductor in this process beats into magnum_service: listed, and up.
+    let services = cli.json("admin", &["coe", "service", "list"]);
+    let conductor = services
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["binary"] == "magnum-conductor"))
+        .unwrap_or_else(|| panic!("no conductor in {services}"));
+    assert_eq!(conductor["state"], "up", "{services}");
     cli.refused(
         "demo-member",
         &["coe", "service", "list"],
         403,
         "magnum-service:get_all",
     );
+
+    // A cluster's whole life, authenticated by Keystone, on MariaDB.
+    crate::lifecycle::cluster_lifecycle(&cli, "demo-member", work.path());
 
     // A bad token is keystonemiddleware's 401; Keystone gone is a 503, never a hang.
     let reply = raw_get(api_port, "/v1/clustertemplates", "not-a-token");

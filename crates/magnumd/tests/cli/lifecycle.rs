@@ -1,0 +1,353 @@
+//! A cluster's whole life through the real `openstack coe` client against `magnumd serve`
+//! (API and conductor in one process, simulated driver): create, show, resize, upgrade,
+//! nodegroups, CA show/sign/rotate, kubeconfig, delete, and a failure on demand. Run on SQLite
+//! with noauth here, and on MariaDB with Keystone from `client.rs`.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::Value;
+
+use crate::client::{Cli, Running, free_port, repo_root, wait_for_port};
+
+/// magnum.conf lines that make the simulated driver quick and the sweep frequent.
+pub(crate) const FAST_SIMULATION: &str = "[simulated_driver]\ncreate_delay = 1\nupdate_delay = 0.5\ndelete_delay = 0.5\n\n\
+     [conductor]\nsync_interval = 2\nreport_interval = 2\n\n[certificates]\ncert_manager_type = x509keypair\n";
+
+fn openssl(args: &[&str]) -> std::process::Output {
+    let out = Command::new("openssl").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The first PEM block in `text`.
+fn pem(text: &str) -> String {
+    let start = text
+        .find("-----BEGIN CERTIFICATE-----")
+        .unwrap_or_else(|| panic!("no certificate in {text}"));
+    let end = text[start..].find("-----END CERTIFICATE-----").unwrap() + start + 25;
+    format!("{}\n", &text[start..end])
+}
+
+fn show(cli: &Cli, cloud: &str, cluster: &str) -> Value {
+    cli.json(cloud, &["coe", "cluster", "show", cluster])
+}
+
+/// Polls `cluster show` until its status is `want`; fails fast on an unexpected final state.
+fn wait_status(cli: &Cli, cloud: &str, cluster: &str, want: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let c = show(cli, cloud, cluster);
+        let status = c["status"].as_str().unwrap_or_default().to_owned();
+        if status == want {
+            return c;
+        }
+        assert!(
+            status.ends_with("IN_PROGRESS"),
+            "{cluster}: expected {want}, got {status}: {}",
+            c["status_reason"]
+        );
+        assert!(Instant::now() < deadline, "{cluster} stuck in {status}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn nodegroups(cli: &Cli, cloud: &str, cluster: &str) -> Vec<Value> {
+    cli.json(cloud, &["coe", "nodegroup", "list", cluster])
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The whole life of one cluster as `cloud` (a persona allowed to manage clusters).
+pub(crate) fn cluster_lifecycle(cli: &Cli, cloud: &str, work: &Path) {
+    let template = |name: &str, kube: &str| {
+        cli.json(
+            cloud,
+            &[
+                "coe",
+                "cluster",
+                "template",
+                "create",
+                name,
+                "--coe",
+                "kubernetes",
+                "--image",
+                "ubuntu-2204",
+                "--external-network",
+                "public",
+                "--label",
+                &format!("kube_tag={kube}"),
+            ],
+        )
+    };
+    template("life-v130", "v1.30.4");
+    let newer = template("life-v131", "v1.31.1");
+
+    // Create: the cluster is there at once, with its nodegroups, and completes.
+    let accepted = cli.ok(
+        cloud,
+        &[
+            "coe",
+            "cluster",
+            "create",
+            "life",
+            "--cluster-template",
+            "life-v130",
+            "--node-count",
+            "2",
+            "--master-count",
+            "1",
+        ],
+    );
+    assert!(accepted.contains("accepted"), "{accepted}");
+    let first = show(cli, cloud, "life");
+    assert_eq!(first["node_count"], 2, "{first}");
+    assert_eq!(first["master_count"], 1, "{first}");
+    assert_eq!(nodegroups(cli, cloud, "life").len(), 2);
+    let c = wait_status(cli, cloud, "life", "CREATE_COMPLETE");
+    assert!(
+        c["api_address"].as_str().unwrap().starts_with("https://"),
+        "{c}"
+    );
+    assert_eq!(c["coe_version"], "v1.30.4");
+    assert_eq!(c["node_addresses"].as_array().map(Vec::len), Some(2), "{c}");
+
+    // Resize, then upgrade.
+    cli.ok(cloud, &["coe", "cluster", "resize", "life", "3"]);
+    let c = wait_status(cli, cloud, "life", "UPDATE_COMPLETE");
+    assert_eq!(c["node_count"], 3, "{c}");
+    cli.ok(cloud, &["coe", "cluster", "upgrade", "life", "life-v131"]);
+    let c = wait_status(cli, cloud, "life", "UPDATE_COMPLETE");
+    assert_eq!(c["cluster_template_id"], newer["uuid"], "{c}");
+    assert_eq!(c["coe_version"], "v1.31.1");
+
+    // Nodegroups.
+    cli.ok(
+        cloud,
+        &[
+            "coe",
+            "nodegroup",
+            "create",
+            "life",
+            "extra",
+            "--node-count",
+            "2",
+        ],
+    );
+    let ng = cli.json(cloud, &["coe", "nodegroup", "show", "life", "extra"]);
+    assert_eq!(ng["node_count"], 2, "{ng}");
+    wait_status(cli, cloud, "life", "UPDATE_COMPLETE");
+    assert_eq!(
+        cli.json(cloud, &["coe", "nodegroup", "show", "life", "extra"])["status"],
+        "CREATE_COMPLETE"
+    );
+    assert_eq!(nodegroups(cli, cloud, "life").len(), 3);
+    cli.ok(
+        cloud,
+        &[
+            "coe",
+            "nodegroup",
+            "update",
+            "life",
+            "extra",
+            "--max-nodes",
+            "5",
+        ],
+    );
+    wait_status(cli, cloud, "life", "UPDATE_COMPLETE");
+    let ng = cli.json(cloud, &["coe", "nodegroup", "show", "life", "extra"]);
+    assert_eq!(ng["max_node_count"], 5, "{ng}");
+    assert_eq!(ng["status"], "UPDATE_COMPLETE", "{ng}");
+    cli.ok(cloud, &["coe", "nodegroup", "delete", "life", "extra"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while nodegroups(cli, cloud, "life").len() != 2 {
+        assert!(Instant::now() < deadline, "nodegroup extra never went away");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    wait_status(cli, cloud, "life", "UPDATE_COMPLETE");
+
+    // The CA, a CSR signed by it, and a kubeconfig whose client certificate it verifies.
+    let ca = pem(&cli.ok(cloud, &["coe", "ca", "show", "life"]));
+    let ca_file = work.join("ca.pem");
+    std::fs::write(&ca_file, &ca).unwrap();
+    let (key, csr) = (work.join("user.key"), work.join("user.csr"));
+    openssl(&[
+        "req",
+        "-new",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=alice/O=developers",
+        "-keyout",
+        key.to_str().unwrap(),
+        "-out",
+        csr.to_str().unwrap(),
+    ]);
+    let signed = pem(&cli.ok(cloud, &["coe", "ca", "sign", "life", csr.to_str().unwrap()]));
+    let signed_file = work.join("user.crt");
+    std::fs::write(&signed_file, &signed).unwrap();
+    let verified = openssl(&[
+        "verify",
+        "-CAfile",
+        ca_file.to_str().unwrap(),
+        signed_file.to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&verified.stdout).contains(": OK"));
+    let subject = openssl(&[
+        "x509",
+        "-noout",
+        "-subject",
+        "-in",
+        signed_file.to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&subject.stdout).contains("alice"));
+
+    let kube_dir = work.join("kube");
+    std::fs::create_dir_all(&kube_dir).unwrap();
+    cli.ok(
+        cloud,
+        &[
+            "coe",
+            "cluster",
+            "config",
+            "life",
+            "--dir",
+            kube_dir.to_str().unwrap(),
+            "--force",
+        ],
+    );
+    let kubeconfig = std::fs::read_to_string(kube_dir.join("config")).unwrap();
+    let field = |name: &str| {
+        let line = kubeconfig
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{name}: ")))
+            .unwrap_or_else(|| panic!("no {name} in {kubeconfig}"));
+        base64::engine::general_purpose::STANDARD
+            .decode(line.trim())
+            .unwrap()
+    };
+    let (kca, kcert) = (work.join("kube-ca.pem"), work.join("kube-client.pem"));
+    std::fs::write(&kca, field("certificate-authority-data")).unwrap();
+    std::fs::write(&kcert, field("client-certificate-data")).unwrap();
+    let verified = openssl(&[
+        "verify",
+        "-CAfile",
+        kca.to_str().unwrap(),
+        kcert.to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&verified.stdout).contains(": OK"));
+    assert!(kubeconfig.contains(c["api_address"].as_str().unwrap()));
+
+    // CA rotation: a new CA, which no longer verifies the old client certificate.
+    cli.ok(cloud, &["coe", "ca", "rotate", "life"]);
+    wait_status(cli, cloud, "life", "UPDATE_COMPLETE");
+    let rotated = pem(&cli.ok(cloud, &["coe", "ca", "show", "life"]));
+    assert_ne!(rotated, ca);
+
+    // Delete: gone, then 404.
+    cli.ok(cloud, &["coe", "cluster", "delete", "life"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = cli.run(cloud, &["coe", "cluster", "show", "life"]);
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("(HTTP 404)"), "{err}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "cluster never went away");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    // A failure on demand ends CREATE_FAILED with a reason a user can read.
+    cli.ok(
+        cloud,
+        &[
+            "coe",
+            "cluster",
+            "create",
+            "doomed",
+            "--cluster-template",
+            "life-v130",
+            "--labels",
+            "simulated_failure=create",
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let failed = loop {
+        let c = show(cli, cloud, "doomed");
+        if c["status"] == "CREATE_FAILED" {
+            break c;
+        }
+        assert_eq!(c["status"], "CREATE_IN_PROGRESS", "{c}");
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!(
+        failed["status_reason"],
+        "Simulated failure of create requested by label simulated_failure."
+    );
+    cli.ok(cloud, &["coe", "cluster", "delete", "doomed"]);
+}
+
+#[test]
+fn cluster_lifecycle_on_sqlite_with_the_openstack_client() {
+    if std::env::var("MAGNUM_TEST_KEYSTONE").as_deref() != Ok("1") {
+        assert!(
+            std::env::var("MAGNUM_TEST_REQUIRE_ALL").as_deref() != Ok("1"),
+            "MAGNUM_TEST_KEYSTONE unset"
+        );
+        eprintln!("skipping: MAGNUM_TEST_KEYSTONE != 1 (no python client venv)");
+        return;
+    }
+    let st = Command::new("bash")
+        .arg(repo_root().join("test-support/keystone/setup-venv.sh"))
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "python client venv");
+    let venv =
+        std::env::var("MAGNUM_TEST_VENV").unwrap_or_else(|_| "/var/tmp/magnum-rs-venv".into());
+    let work = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let conf = work.path().join("magnum.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[api]\nhost = 127.0.0.1\nport = {port}\nauth_strategy = noauth\n\n\
+             [database]\nconnection = sqlite:///{}/magnum.sqlite\n\n{FAST_SIMULATION}",
+            work.path().display()
+        ),
+    )
+    .unwrap();
+    let log = std::fs::File::create(work.path().join("serve.log")).unwrap();
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_magnumd"))
+        .args(["--config-file", conf.to_str().unwrap(), "serve"])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    wait_for_port(port, &mut serve);
+    let _running = Running {
+        api: Some(serve),
+        keystone_dir: work.path().join("no-keystone"),
+    };
+    let cli = Cli {
+        openstack: format!("{venv}/bin/openstack"),
+        clouds: None,
+        global: vec![
+            "--os-auth-type".into(),
+            "none".into(),
+            "--os-endpoint".into(),
+            format!("http://127.0.0.1:{port}/v1"),
+        ],
+    };
+    cluster_lifecycle(&cli, "", work.path());
+}
