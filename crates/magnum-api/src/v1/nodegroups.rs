@@ -663,8 +663,14 @@ async fn create(app: &AppState, req: &Req, cluster: &str) -> ApiResult<Response>
         nodegroup_uuid: uuid.clone(),
     };
     if let Err(e) = app.conductor.nodegroup_create(&req.ctx, message).await {
-        // The row exists in CREATE_IN_PROGRESS; the conductor's sweep picks it up.
-        tracing::warn!(nodegroup = %uuid, "nodegroup_create not delivered to the conductor: {e}");
+        // Unlike a cluster create, the conductor's sweep does not resume a nodegroup create
+        // (it scans in-progress clusters), so the row would stay CREATE_IN_PROGRESS for
+        // ever: take it back and let the caller retry.
+        let ident = magnum_core::ids::Identity::Uuid(uuid.clone());
+        if let Err(undo) = app.db.nodegroups().destroy(&cluster_uuid, &ident).await {
+            tracing::error!(nodegroup = %uuid, "cannot remove an undelivered nodegroup create: {undo}");
+        }
+        return Err(e.into());
     }
     doc.insert("uuid".into(), Value::String(uuid.clone()));
     doc.insert("cluster_id".into(), Value::String(cluster_uuid.clone()));

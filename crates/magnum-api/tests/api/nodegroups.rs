@@ -289,6 +289,18 @@ async fn create_stores_the_row_and_answers_with_the_request() {
         "Policy doesn't allow nodegroup:create to be performed.",
     );
     assert_eq!(s.conductor.args_of("nodegroup_create").len(), 4);
+    // Nothing resumes an undelivered nodegroup create: the row is taken back, the caller
+    // told, and a retry works.
+    s.conductor.fail("nodegroup_create", || Error::Remote {
+        kind: magnum_core::ErrorKind::Unavailable,
+        message: "Conductor unreachable: no consumer".into(),
+    });
+    let r = s.send(MEMBER, "POST", path, &json!({"name": "lost"})).await;
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(s.get(MEMBER, &format!("{path}/lost")).await.status, 404);
+    s.conductor.heal("nodegroup_create");
+    let r = s.send(MEMBER, "POST", path, &json!({"name": "lost"})).await;
+    assert_eq!(r.status, 202, "{}", r.body);
 }
 
 #[tokio::test]
