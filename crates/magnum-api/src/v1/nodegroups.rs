@@ -809,13 +809,21 @@ async fn update(app: &AppState, req: &Req, cluster: &str, ident: &str) -> ApiRes
     )?;
     check_cluster(ClusterOp::NodegroupUpdate, &c)?;
     NodegroupOp::Update.check(ng.status.as_deref())?;
-    let json_text = |v: &Value| (!v.is_null()).then(|| dumps(v));
+    // A removed JSON attribute is sent (and shown) empty, as new rows store it: the
+    // conductor reads an absent value as "unchanged".
+    let json_text = |v: &Value, empty: &str| {
+        Some(if v.is_null() {
+            empty.to_owned()
+        } else {
+            dumps(v)
+        })
+    };
     let mut patched = ng.clone();
     patched.min_node_count = Some(min_node_count);
     patched.max_node_count = max_node_count;
-    patched.node_labels = json_text(&node_labels);
-    patched.node_taints = json_text(&node_taints);
-    patched.labels = json_text(&labels);
+    patched.node_labels = json_text(&node_labels, "{}");
+    patched.node_taints = json_text(&node_taints, "[]");
+    patched.labels = json_text(&labels, "{}");
     let message = NodegroupUpdate {
         cluster_uuid,
         nodegroup_uuid: ng.uuid.clone(),

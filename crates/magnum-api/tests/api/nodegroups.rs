@@ -381,6 +381,24 @@ async fn patch_and_delete() {
     // The conductor applies it: the row is unchanged until then.
     let r = s.get(MEMBER, path).await;
     assert_eq!(r.body["min_node_count"], json!(0));
+    // Removing resets to the declared default (min) or empty.
+    let r = s
+        .send(
+            MEMBER,
+            "PATCH",
+            path,
+            &json!([{"op": "remove", "path": "/node_labels"}, {"op": "remove", "path": "/max_node_count"},
+                    {"op": "remove", "path": "/min_node_count"}]),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(r.body["node_labels"], json!({}));
+    assert_eq!(r.body["max_node_count"], Value::Null);
+    let sent = s.conductor.args_of("nodegroup_update").pop().unwrap();
+    assert_eq!(sent["node_labels"], json!("{}"));
+    assert_eq!(sent["min_node_count"], json!(0));
+    assert_eq!(sent["max_node_count"], Value::Null);
+    s.conductor.clear();
     let refusals = [
         (
             json!([{"op": "replace", "path": "/node_count", "value": 3}]),
@@ -410,7 +428,7 @@ async fn patch_and_delete() {
         403,
         "Policy doesn't allow nodegroup:update to be performed.",
     );
-    assert_eq!(s.conductor.args_of("nodegroup_update").len(), 1);
+    assert!(s.conductor.args_of("nodegroup_update").is_empty());
 
     // Delete: never a default nodegroup.
     assert_error(
