@@ -28,6 +28,10 @@ pub enum ApiError {
     NotAcceptable(String),
     #[error("Unknown mimetype: {0}")]
     UnsupportedMediaType(String),
+    /// A route that exists only from a later microversion: routing-style 406 (no version
+    /// headers) but with upstream's detail text.
+    #[error("{0}")]
+    NotAvailableAtVersion(String),
     /// Routing-level failures (unknown path, method not allowed): reason phrase, no detail.
     #[error("{0}")]
     Routing(StatusCode),
@@ -82,9 +86,9 @@ impl ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
-            ApiError::NotAcceptable(_) | ApiError::VersionUnsupported { .. } => {
-                StatusCode::NOT_ACCEPTABLE
-            }
+            ApiError::NotAcceptable(_)
+            | ApiError::NotAvailableAtVersion(_)
+            | ApiError::VersionUnsupported { .. } => StatusCode::NOT_ACCEPTABLE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Routing(s) => *s,
             ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
@@ -95,7 +99,12 @@ impl ApiError {
 
     /// Whether a response to this error carries the microversion headers.
     pub fn has_version_headers(&self) -> bool {
-        !matches!(self, ApiError::Routing(_) | ApiError::Unauthorized { .. })
+        !matches!(
+            self,
+            ApiError::Routing(_)
+                | ApiError::NotAvailableAtVersion(_)
+                | ApiError::Unauthorized { .. }
+        )
     }
 
     fn body(&self) -> Value {
@@ -104,6 +113,9 @@ impl ApiError {
             ApiError::Routing(s) => json!({"errors": [{
                 "request_id": "", "code": "", "status": s.as_u16(),
                 "title": s.canonical_reason().unwrap_or(""), "detail": "", "links": []}]}),
+            ApiError::NotAvailableAtVersion(detail) => json!({"errors": [{
+                "request_id": "", "code": "", "status": 406,
+                "title": "Not Acceptable", "detail": detail, "links": []}]}),
             ApiError::VersionUnsupported {
                 description,
                 with_description,

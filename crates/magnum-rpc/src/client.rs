@@ -9,9 +9,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::ConductorApi;
 use crate::messages::{method, *};
 use crate::transport::{Message, RpcError, Transport};
-use crate::ConductorApi;
 
 /// A [`ConductorApi`] that sends every method through a [`Transport`].
 #[derive(Clone)]
@@ -87,11 +87,7 @@ impl ConductorApi for RpcClient {
             .await
             .map(drop)
     }
-    async fn sign_certificate(
-        &self,
-        ctx: &RequestContext,
-        req: SignCertificate,
-    ) -> Result<String> {
+    async fn sign_certificate(&self, ctx: &RequestContext, req: SignCertificate) -> Result<String> {
         self.call(ctx, method::SIGN_CERTIFICATE, &req).await
     }
     async fn get_ca_certificate(
@@ -107,7 +103,11 @@ impl ConductorApi for RpcClient {
             .map(drop)
     }
     async fn ping_conductor(&self, ctx: &RequestContext) -> Result<bool> {
-        self.call(ctx, method::PING_CONDUCTOR, &Value::Object(Default::default()))
-            .await
+        self.call(
+            ctx,
+            method::PING_CONDUCTOR,
+            &Value::Object(Default::default()),
+        )
+        .await
     }
 }

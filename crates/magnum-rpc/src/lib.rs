@@ -43,8 +43,7 @@ pub trait ConductorApi: Send + Sync {
     /// Call.
     async fn credential_rotate(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()>;
     /// Call: returns the signed certificate PEM.
-    async fn sign_certificate(&self, ctx: &RequestContext, req: SignCertificate)
-    -> Result<String>;
+    async fn sign_certificate(&self, ctx: &RequestContext, req: SignCertificate) -> Result<String>;
     /// Call: returns the CA certificate PEM.
     async fn get_ca_certificate(
         &self,

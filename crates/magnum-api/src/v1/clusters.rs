@@ -598,7 +598,6 @@ async fn list(app: &AppState, req: &Req, detail: bool) -> ApiResult<Response> {
         .list(&ctx, &ClusterFilters::default(), &params.page(marker))
         .await?;
     let uuids: Vec<String> = rows.iter().filter_map(|c| c.uuid.clone()).collect();
-    let groups = app.db.nodegroups().for_clusters(&uuids).await?;
     let path = if detail {
         "clusters/detail"
     } else {
@@ -611,11 +610,13 @@ async fn list(app: &AppState, req: &Req, detail: bool) -> ApiResult<Response> {
         rows.last().and_then(|c| c.uuid.clone()),
     );
     if !detail {
+        // Only three columns of each nodegroup: the brief list shows nothing else of them.
+        let sizes = app.db.nodegroups().counts_for_clusters(&uuids).await?;
         let mut counts: HashMap<&str, (i64, i64)> = HashMap::with_capacity(rows.len());
-        for ng in &groups {
-            let slot = counts.entry(ng.cluster_id.as_str()).or_default();
-            let n = i64::from(ng.node_count.unwrap_or(1));
-            if is_master(ng) {
+        for (cluster, role, count) in &sizes {
+            let slot = counts.entry(cluster.as_str()).or_default();
+            let n = i64::from(count.unwrap_or(1));
+            if role.as_deref() == Some("master") {
                 slot.1 += n;
             } else {
                 slot.0 += n;
@@ -635,6 +636,7 @@ async fn list(app: &AppState, req: &Req, detail: bool) -> ApiResult<Response> {
             .collect();
         return super::respond_with(StatusCode::OK, &ClusterList { clusters, next });
     }
+    let groups = app.db.nodegroups().for_clusters(&uuids).await?;
     let mut by_cluster: HashMap<&str, Vec<&NodeGroup>> = HashMap::with_capacity(rows.len());
     for ng in &groups {
         by_cluster

@@ -2,7 +2,6 @@
 //! ident lookups with upstream's rules (api.md §1.6), the admin all-projects scope, the
 //! per-method microversion gate and the label diff.
 
-use http::StatusCode;
 use magnum_core::RequestContext;
 use magnum_core::ids::is_uuid_like;
 use magnum_db::Page;
@@ -128,12 +127,10 @@ pub fn require_version(req: &Req, minor: u32, method: &str) -> ApiResult<()> {
     if req.version >= ApiVersion::new(1, minor) {
         return Ok(());
     }
-    // The routing error has no detail field to carry this text; it goes to the log.
-    tracing::debug!(
+    Err(ApiError::NotAvailableAtVersion(format!(
         "Version {} was requested but the requested API {method} is not supported for this version.",
         req.version
-    );
-    Err(ApiError::Routing(StatusCode::NOT_ACCEPTABLE))
+    )))
 }
 
 /// A stored label dict (JSON text); NULL or unparsable text is empty.

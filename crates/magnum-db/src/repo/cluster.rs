@@ -61,7 +61,8 @@ async fn lock_cluster_creation(
         DbBackend::Sqlite => "UPDATE alembic_version SET version_num = version_num",
         _ => "SELECT version_num FROM alembic_version FOR UPDATE",
     };
-    txn.execute_raw(Statement::from_string(backend, sql)).await?;
+    txn.execute_raw(Statement::from_string(backend, sql))
+        .await?;
     Ok(())
 }
 

@@ -163,6 +163,30 @@ impl NodeGroupRepo<'_> {
         fetch_all(self.db.conn(), q).await
     }
 
+    /// `(cluster uuid, role, node_count)` of every nodegroup of the given clusters: what a
+    /// brief cluster list needs, without decoding whole rows (one query).
+    pub async fn counts_for_clusters(
+        &self,
+        cluster_uuids: &[String],
+    ) -> Result<Vec<(String, Option<String>, Option<i32>)>> {
+        use sea_orm::QuerySelect;
+        if cluster_uuids.is_empty() {
+            return Ok(Vec::new());
+        }
+        nodegroup::Entity::find()
+            .select_only()
+            .columns([
+                nodegroup::Column::ClusterId,
+                nodegroup::Column::Role,
+                nodegroup::Column::NodeCount,
+            ])
+            .filter(nodegroup::Column::ClusterId.is_in(cluster_uuids.iter().map(String::as_str)))
+            .into_tuple()
+            .all(self.db.conn())
+            .await
+            .map_err(crate::errors::map_db_err)
+    }
+
     /// Guarded save of the fields that differ between `original` and `modified`.
     pub async fn save(&self, original: &NodeGroup, modified: &NodeGroup) -> Result<NodeGroup> {
         save::<nodegroup::Entity>(
