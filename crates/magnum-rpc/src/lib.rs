@@ -9,6 +9,7 @@ mod client;
 mod dispatch;
 mod inproc;
 pub mod messages;
+pub mod oslo;
 mod transport;
 
 use async_trait::async_trait;

@@ -1,0 +1,11 @@
+//! oslo.messaging's rabbit driver wire format (spec/rpc-wire.md): the transport that lets
+//! magnum-rs and Python Magnum processes share one broker.
+//!
+//! Layers: [`codec`] turns our [`Message`](crate::Message)s into what upstream's client puts
+//! in `args` (versioned objects, §11) and back; the AMQP transport (client, server,
+//! notifications) moves those over RabbitMQ with upstream's exchanges, queues, envelope and
+//! context keys.
+
+pub mod codec;
+
+pub use codec::{Codec, Decoded, PassThrough, WireRequest};
