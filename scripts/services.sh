@@ -21,6 +21,14 @@ wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
     return 1
 }
 
+# The openssl CLI makes and verifies the client test's CSRs and kubeconfig certificates.
+ensure_openssl() {
+    if ! command -v openssl >/dev/null 2>&1; then
+        log "installing openssl"
+        apt_install openssl
+    fi
+}
+
 ensure_mariadb() {
     if ! command -v mariadbd >/dev/null 2>&1; then
         log "installing MariaDB"
