@@ -264,6 +264,8 @@ async fn apply(
             (&mut m.api_address, &report.api_address),
             (&mut m.coe_version, &report.coe_version),
             (&mut m.container_version, &report.container_version),
+            (&mut m.health_status, &report.health_status),
+            (&mut m.health_status_reason, &report.health_status_reason),
         ] {
             if value.is_some() {
                 *field = value.clone();

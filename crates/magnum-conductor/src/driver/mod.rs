@@ -41,6 +41,9 @@ pub struct StatusReport {
     pub api_address: Option<String>,
     pub coe_version: Option<String>,
     pub container_version: Option<String>,
+    pub health_status: Option<String>,
+    /// JSON text of the reason dict (values are strings, as upstream stores them).
+    pub health_status_reason: Option<String>,
     pub nodegroups: Vec<NodegroupReport>,
 }
 

@@ -55,6 +55,8 @@ pub(crate) async fn create(inner: &Inner, ctx: &RequestContext, uuid: &str) -> R
     }
     match drive_create(inner, ctx, cluster, &ngs).await {
         Ok(()) => Ok(()),
+        // Another conductor moved this create on meanwhile (both resumed it): it is theirs.
+        Err(Error::StaleWrite { .. }) => Ok(()),
         Err(e) => {
             fail(
                 inner,

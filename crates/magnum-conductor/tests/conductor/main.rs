@@ -245,6 +245,8 @@ async fn create_reaches_complete_with_certificates_addresses_and_events() {
             .starts_with("https://192.0.2.")
     );
     assert!(c.coe_version.is_some());
+    assert_eq!(c.health_status.as_deref(), Some("HEALTHY"));
+    assert_eq!(c.health_status_reason.as_deref(), Some(r#"{"api": "ok"}"#));
     for r in [
         &c.ca_cert_ref,
         &c.etcd_ca_cert_ref,
