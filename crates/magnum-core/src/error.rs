@@ -132,3 +132,107 @@ impl Error {
         }
     }
 }
+
+impl ErrorKind {
+    /// The HTTP status this kind stands for; also the `code` an RPC failure carries.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorKind::Invalid => 400,
+            ErrorKind::Forbidden => 403,
+            ErrorKind::NotFound => 404,
+            ErrorKind::Conflict => 409,
+            ErrorKind::Unavailable => 503,
+            ErrorKind::Internal => 500,
+        }
+    }
+
+    /// The kind of an HTTP status received from a peer (an RPC failure's `code`).
+    pub fn from_http_status(code: u16) -> Self {
+        match code {
+            401 | 403 => ErrorKind::Forbidden,
+            404 => ErrorKind::NotFound,
+            409 => ErrorKind::Conflict,
+            503 => ErrorKind::Unavailable,
+            400..=499 => ErrorKind::Invalid,
+            _ => ErrorKind::Internal,
+        }
+    }
+}
+
+impl Error {
+    /// Upstream's exception class (`magnum.common.exception`) for this error, so a Python peer
+    /// re-raises the same class and answers the same HTTP status (spec rpc-wire §10.2). A
+    /// remote error's own class is not kept here; the closest class of its kind stands in.
+    pub fn class_name(&self) -> &'static str {
+        use Error::*;
+        match self {
+            InvalidParameterValue { .. } | InvalidSortKey { .. } => "InvalidParameterValue",
+            InvalidIdentity { .. } => "InvalidIdentity",
+            ClusterTemplateReferenced { .. } => "ClusterTemplateReferenced",
+            NotSupported { .. } => "NotSupported",
+            ClusterNotFound { .. } => "ClusterNotFound",
+            ClusterTemplateNotFound { .. } => "ClusterTemplateNotFound",
+            NodeGroupNotFound { .. } => "NodeGroupNotFound",
+            X509KeyPairNotFound { .. } => "X509KeyPairNotFound",
+            MagnumServiceNotFound { .. } => "MagnumServiceNotFound",
+            QuotaNotFound { .. } => "QuotaNotFound",
+            FederationNotFound { .. } => "FederationNotFound",
+            ClusterAlreadyExists { .. } => "ClusterAlreadyExists",
+            ClusterTemplateAlreadyExists { .. } => "ClusterTemplateAlreadyExists",
+            NodeGroupAlreadyExists { .. } => "NodeGroupAlreadyExists",
+            X509KeyPairAlreadyExists { .. } => "X509KeyPairAlreadyExists",
+            MagnumServiceAlreadyExists { .. } => "MagnumServiceAlreadyExists",
+            QuotaAlreadyExists { .. } => "QuotaAlreadyExists",
+            FederationAlreadyExists { .. } => "FederationAlreadyExists",
+            Conflict { .. } | StaleWrite { .. } => "Conflict",
+            Forbidden { .. } => "NotAuthorized",
+            Remote { kind, .. } => match kind {
+                ErrorKind::Invalid => "Invalid",
+                ErrorKind::Forbidden => "NotAuthorized",
+                ErrorKind::NotFound => "ObjectNotFound",
+                ErrorKind::Conflict => "Conflict",
+                ErrorKind::Unavailable | ErrorKind::Internal => "MagnumException",
+            },
+            DatabaseUnavailable(_) | Database(_) | Internal(_) => "MagnumException",
+        }
+    }
+
+    /// The keyword arguments upstream's class formats its message with (e.g. `cluster` for
+    /// ClusterNotFound); they travel in an RPC failure's `kwargs` next to `code`.
+    pub fn format_params(&self) -> Vec<(&'static str, String)> {
+        use Error::*;
+        match self {
+            InvalidParameterValue { message } => vec![("err", message.clone())],
+            InvalidSortKey { .. } => vec![("err", self.to_string())],
+            InvalidIdentity { identity } => vec![("identity", identity.clone())],
+            ClusterTemplateReferenced { template } | ClusterTemplateNotFound { template } => {
+                vec![("clustertemplate", template.clone())]
+            }
+            NotSupported { operation } => vec![("operation", operation.clone())],
+            ClusterNotFound { cluster } => vec![("cluster", cluster.clone())],
+            NodeGroupNotFound { nodegroup } => vec![("nodegroup", nodegroup.clone())],
+            X509KeyPairNotFound { x509keypair } => vec![("x509keypair", x509keypair.clone())],
+            MagnumServiceNotFound { magnum_service_id } => {
+                vec![("magnum_service_id", magnum_service_id.clone())]
+            }
+            QuotaNotFound { msg } => vec![("msg", msg.clone())],
+            FederationNotFound { federation } => vec![("federation", federation.clone())],
+            ClusterAlreadyExists { uuid }
+            | ClusterTemplateAlreadyExists { uuid }
+            | X509KeyPairAlreadyExists { uuid }
+            | FederationAlreadyExists { uuid } => vec![("uuid", uuid.clone())],
+            NodeGroupAlreadyExists { name, cluster_id } => {
+                vec![("name", name.clone()), ("cluster_id", cluster_id.clone())]
+            }
+            MagnumServiceAlreadyExists { id } => vec![("id", id.clone())],
+            QuotaAlreadyExists {
+                project_id,
+                resource,
+            } => vec![
+                ("project_id", project_id.clone()),
+                ("resource", resource.clone()),
+            ],
+            _ => Vec::new(),
+        }
+    }
+}

@@ -20,6 +20,24 @@ pub struct Message {
 pub struct RemoteError {
     pub kind: ErrorKind,
     pub message: String,
+    /// Upstream's exception class (e.g. `ClusterNotFound`), which oslo.messaging failures
+    /// carry so Python peers re-raise the same exception.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+    /// The class's format parameters (oslo's failure `kwargs` without `code`), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub params: Vec<(String, Value)>,
+}
+
+impl RemoteError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            class: None,
+            params: Vec::new(),
+        }
+    }
 }
 
 impl From<&Error> for RemoteError {
@@ -28,6 +46,12 @@ impl From<&Error> for RemoteError {
         Self {
             kind: e.kind(),
             message: e.to_string(),
+            class: Some(e.class_name().to_owned()),
+            params: e
+                .format_params()
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), Value::String(v)))
+                .collect(),
         }
     }
 }

@@ -7,5 +7,12 @@
 //! context keys.
 
 pub mod codec;
+pub mod envelope;
+pub mod failure;
+pub mod options;
+pub mod url;
 
 pub use codec::{Codec, Decoded, PassThrough, WireRequest};
+pub use failure::Failure;
+pub use options::{OsloSettings, RabbitOptions};
+pub use url::TransportUrl;
