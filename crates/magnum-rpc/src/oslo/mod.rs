@@ -9,6 +9,7 @@
 pub mod codec;
 pub mod envelope;
 pub mod failure;
+pub mod objects;
 pub mod options;
 pub mod url;
 
