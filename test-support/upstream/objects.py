@@ -16,7 +16,8 @@ Modes (the request is one JSON document):
   object_action {"objinst", "method", "reply"} -> the same for an instance method:
                 {"request", "result", "object": the instance after applying the updates,
                 "changes": its sorted obj_what_changed()}.
-Failures print {"error": "<Class>: <message>"} and exit 0, so callers can assert on them.
+Failures print {"error": "<Class>: <message>"} (plus "request" when the call was sent) and
+exit 0, so callers can assert on them; answering with a null reply thus shows the request.
 """
 
 import json
@@ -73,9 +74,12 @@ class Recorder:
     """An indirection API answering every call with a canned reply, as the RPC client would
     return it (deserialized), and keeping what the client would have sent (serialized)."""
 
+    last = None
+
     def __init__(self, reply):
         self.reply = reply
         self.request = None
+        Recorder.last = self
 
     def _answer(self, context, method, **kwargs):
         self.request = {"method": method,
@@ -131,6 +135,9 @@ def main():
         out = MODES[sys.argv[1]](doc)
     except Exception as e:  # the caller asserts on upstream's refusals too
         out = {"error": "%s: %s" % (type(e).__name__, e)}
+        if Recorder.last is not None:
+            # What the client sent before it choked on the (placeholder) reply.
+            out["request"] = Recorder.last.request
     json.dump(out, sys.stdout)
 
 

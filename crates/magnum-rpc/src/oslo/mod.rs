@@ -9,6 +9,8 @@
 pub mod codec;
 pub mod envelope;
 pub mod failure;
+pub mod indirection;
+pub mod magnum_codec;
 pub mod objects;
 pub mod options;
 pub mod url;
