@@ -33,35 +33,56 @@ use super::objects::{
 use crate::messages::{method as m, *};
 use crate::transport::{Message, RemoteError, RpcError};
 
-/// Clusters our API built but, with `[api] create_cluster_in_conductor`, did not insert. The
-/// API stages the row here right before its `cluster_create` cast; encoding takes it out and
-/// sends it as upstream's unsaved cluster, which the conductor (ours or Python's) inserts.
+/// New rows our API built but, with `[api] create_cluster_in_conductor`, did not insert:
+/// clusters (for `cluster_create`) and nodegroups (for `nodegroup_create`). The API stages a
+/// row here right before its cast; encoding takes it out and sends it as upstream's unsaved
+/// object, which the conductor (ours or Python's) inserts, as upstream's conductor does.
 /// Cheap to clone; every clone is the same store.
 #[derive(Clone, Debug, Default)]
-pub struct UnsavedClusters {
-    rows: Arc<Mutex<HashMap<String, Cluster>>>,
+pub struct UnsavedRows {
+    inner: Arc<Mutex<Staged>>,
 }
 
-impl UnsavedClusters {
-    /// Keep `cluster` (its uuid set) until its `cluster_create` is encoded.
-    pub fn stage(&self, cluster: Cluster) {
+#[derive(Debug, Default)]
+struct Staged {
+    clusters: HashMap<String, Cluster>,
+    nodegroups: HashMap<String, NodeGroup>,
+}
+
+impl UnsavedRows {
+    /// Keep a new cluster (its uuid set) until its `cluster_create` is encoded. Only the
+    /// cluster: the conductor builds the default nodegroups itself.
+    pub fn stage_cluster(&self, cluster: Cluster) {
         if let Some(uuid) = cluster.uuid.clone() {
-            self.lock().insert(uuid, cluster);
+            self.lock().clusters.insert(uuid, cluster);
         }
     }
 
-    /// Forget a staged cluster whose create was abandoned before the cast.
+    /// Keep a new nodegroup (uuid and cluster_id set) until its `nodegroup_create` is encoded.
+    pub fn stage_nodegroup(&self, nodegroup: NodeGroup) {
+        self.lock()
+            .nodegroups
+            .insert(nodegroup.uuid.clone(), nodegroup);
+    }
+
+    /// Forget a staged row whose create was abandoned before the cast.
     pub fn discard(&self, uuid: &str) {
-        self.lock().remove(uuid);
+        let mut staged = self.lock();
+        staged.clusters.remove(uuid);
+        staged.nodegroups.remove(uuid);
     }
 
-    fn take(&self, uuid: &str) -> Option<Cluster> {
-        self.lock().remove(uuid)
+    fn take_cluster(&self, uuid: &str) -> Option<Cluster> {
+        self.lock().clusters.remove(uuid)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Cluster>> {
-        // The map stays consistent whatever a panicking holder was doing.
-        self.rows.lock().unwrap_or_else(PoisonError::into_inner)
+    fn take_nodegroup(&self, uuid: &str) -> Option<NodeGroup> {
+        self.lock().nodegroups.remove(uuid)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Staged> {
+        // The maps stay consistent whatever a panicking holder was doing.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -70,7 +91,7 @@ impl UnsavedClusters {
 pub struct MagnumCodec {
     db: Database,
     create_cluster_in_conductor: bool,
-    unsaved: UnsavedClusters,
+    unsaved: UnsavedRows,
 }
 
 impl MagnumCodec {
@@ -78,15 +99,15 @@ impl MagnumCodec {
         Self {
             db,
             create_cluster_in_conductor: false,
-            unsaved: UnsavedClusters::default(),
+            unsaved: UnsavedRows::default(),
         }
     }
 
-    /// `[api] create_cluster_in_conductor`: the API does not insert new clusters; it stages
-    /// them in [`Self::unsaved`] and the conductor inserts them, as upstream's does. Off (the
-    /// default), the API has inserted the row and `cluster_create` sends it in upstream's
-    /// shape all the same, which only our conductor accepts (a Python one fails on the
-    /// duplicate uuid).
+    /// `[api] create_cluster_in_conductor`: the API does not insert new clusters (nor new
+    /// nodegroups); it stages them in [`Self::unsaved`] and the conductor inserts them, as
+    /// upstream's does. Off (the default), the API has inserted the rows and the creates send
+    /// them in upstream's shape all the same, which only our conductor accepts (a Python one
+    /// fails on the duplicate uuid).
     pub fn with_create_cluster_in_conductor(mut self, on: bool) -> Self {
         self.create_cluster_in_conductor = on;
         self
@@ -96,8 +117,8 @@ impl MagnumCodec {
         self.create_cluster_in_conductor
     }
 
-    /// The store the API stages unsaved clusters in (shared with this codec).
-    pub fn unsaved(&self) -> UnsavedClusters {
+    /// The store the API stages unsaved rows in (shared with this codec).
+    pub fn unsaved(&self) -> UnsavedRows {
         self.unsaved.clone()
     }
 }
@@ -313,7 +334,7 @@ impl MagnumCodec {
     /// creates clusters, else the row our API inserted.
     async fn new_cluster(&self, uuid: &str) -> Result<Object, RpcError> {
         let staged = if self.create_cluster_in_conductor {
-            self.unsaved.take(uuid)
+            self.unsaved.take_cluster(uuid)
         } else {
             None
         };
@@ -411,7 +432,15 @@ impl MagnumCodec {
             m::NODEGROUP_CREATE => {
                 let r: NodegroupRef = parse(msg)?;
                 let cluster = self.cluster(&r.cluster_uuid).await?;
-                let ng = self.nodegroup(&r.cluster_uuid, &r.nodegroup_uuid).await?;
+                let staged = if self.create_cluster_in_conductor {
+                    self.unsaved.take_nodegroup(&r.nodegroup_uuid)
+                } else {
+                    None
+                };
+                let ng = match staged {
+                    Some(row) => rows::nodegroup(&row)?,
+                    None => self.nodegroup(&r.cluster_uuid, &r.nodegroup_uuid).await?,
+                };
                 a.insert("cluster".into(), cluster.to_primitive());
                 a.insert("nodegroup".into(), as_unsaved(&ng, &[])?.to_primitive());
             }
@@ -520,8 +549,12 @@ impl MagnumCodec {
             .create_with_nodegroups(row, ngs, None)
             .await
         {
+            Ok(_) => {
+                tracing::info!(cluster = %uuid, "cluster_create from an upstream API: inserted the cluster and its default nodegroups");
+                Ok(uuid)
+            }
             // Another conductor worker got the same message (a redelivery) first.
-            Ok(_) | Err(Error::ClusterAlreadyExists { .. }) => Ok(uuid),
+            Err(Error::ClusterAlreadyExists { .. }) => Ok(uuid),
             Err(e) => Err(remote(&e)),
         }
     }
@@ -544,7 +577,10 @@ impl MagnumCodec {
         row.status = Some(ClusterStatus::CreateInProgress.as_str().to_owned());
         row.status_reason = None;
         match self.db.nodegroups().create(row).await {
-            Ok(_) => Ok(uuid),
+            Ok(_) => {
+                tracing::info!(cluster = %cluster_uuid, nodegroup = %uuid, "nodegroup_create from an upstream API: inserted the nodegroup");
+                Ok(uuid)
+            }
             // A redelivery: the row is ours already.
             Err(e) => match self.nodegroup_row(cluster_uuid, &uuid).await {
                 Ok(_) => Ok(uuid),

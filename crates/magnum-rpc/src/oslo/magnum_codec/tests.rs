@@ -547,7 +547,7 @@ async fn with_create_cluster_in_conductor_the_api_stages_and_the_conductor_inser
     row.api_address = None;
     row.ca_cert_ref = None;
     row.magnum_cert_ref = None;
-    codec.unsaved().stage(row.clone());
+    codec.unsaved().stage_cluster(row.clone());
     let create = msg(
         m::CLUSTER_CREATE,
         ClusterCreate {
@@ -580,9 +580,39 @@ async fn with_create_cluster_in_conductor_the_api_stages_and_the_conductor_inser
     assert_eq!(c.name, row.name);
     assert_eq!(c.status.as_deref(), Some("CREATE_IN_PROGRESS"));
     // discard() drops an abandoned one.
-    codec.unsaved().stage(row);
+    codec.unsaved().stage_cluster(row);
     codec.unsaved().discard(CLUSTER_UUID);
-    assert!(codec.unsaved().take(CLUSTER_UUID).is_none());
+    assert!(codec.unsaved().take_cluster(CLUSTER_UUID).is_none());
+
+    // Nodegroups likewise: staged by the API, inserted by the conductor.
+    let ng_uuid = "5b0c3f9e-1d2a-4c3b-8e7f-6a5b4c3d2e1f";
+    let mut ng = crate::oslo::objects::tests::nodegroup_row("worker", 2);
+    ng.uuid = ng_uuid.into();
+    ng.name = "extra".into();
+    ng.is_default = Some(false);
+    ng.status = Some("CREATE_IN_PROGRESS".into());
+    codec.unsaved().stage_nodegroup(ng);
+    let w = codec
+        .encode_request(&msg(
+            m::NODEGROUP_CREATE,
+            NodegroupRef {
+                cluster_uuid: CLUSTER_UUID.into(),
+                nodegroup_uuid: ng_uuid.into(),
+            },
+        ))
+        .await
+        .unwrap();
+    let sent = Object::from_primitive(&w.args["nodegroup"]).unwrap();
+    assert!(!sent.is_set("id") && !sent.is_set("status"));
+    assert_eq!(sent.str("name"), Some("extra"));
+    dispatched(codec.decode_request(w).await.unwrap());
+    let stored = db
+        .nodegroups()
+        .get_by_uuid(&system(), CLUSTER_UUID, ng_uuid)
+        .await
+        .unwrap();
+    assert_eq!(stored.status.as_deref(), Some("CREATE_IN_PROGRESS"));
+    assert_eq!(stored.node_count, Some(2));
 }
 
 #[tokio::test]
