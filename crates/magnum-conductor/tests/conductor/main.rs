@@ -455,6 +455,13 @@ async fn delete_removes_rows_and_all_four_certificates() {
         .unwrap();
     e.wait_for(&uuid, None).await;
     assert!(e.ngs(&uuid).await.is_empty());
+    // The certificates go right after the rows.
+    for _ in 0..100 {
+        if e.keypairs().await == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(e.keypairs().await, 0);
     let deletes: Vec<_> = e
         .events()
