@@ -1,6 +1,8 @@
 """Upstream Magnum's object layer as an oracle for magnum-rs's object codec.
 
 Usage: objects.py MODE < request.json > answer.json (run with the venv of setup-venv.sh).
+A JSON list of requests is answered with the list of answers (for hydrate, a list is the
+request itself).
 
 Modes (the request is one JSON document):
   hydrate       a primitive (or a list of them) -> {"primitive": re-serialized,
@@ -129,15 +131,27 @@ MODES = {"hydrate": hydrate, "from_db": from_db, "build": build,
          "class_action": class_action, "object_action": object_action}
 
 
-def main():
-    doc = json.load(sys.stdin)
+def run(mode, doc):
+    Recorder.last = None
     try:
-        out = MODES[sys.argv[1]](doc)
+        return MODES[mode](doc)
     except Exception as e:  # the caller asserts on upstream's refusals too
         out = {"error": "%s: %s" % (type(e).__name__, e)}
         if Recorder.last is not None:
             # What the client sent before it choked on the (placeholder) reply.
             out["request"] = Recorder.last.request
+        return out
+
+
+def main():
+    mode = sys.argv[1]
+    doc = json.load(sys.stdin)
+    # A list is a batch (one interpreter start for many cases), except for hydrate, which
+    # takes lists itself.
+    if isinstance(doc, list) and mode != "hydrate":
+        out = [run(mode, d) for d in doc]
+    else:
+        out = run(mode, doc)
     json.dump(out, sys.stdout)
 
 

@@ -396,33 +396,52 @@ async fn object_actions_write_through_and_report_updates() {
     assert_eq!(r, c.to_primitive_at(Version::new(1, 20)));
 }
 
-/// Asks upstream's client what it sends for `doc` (answered with a dummy), answers that
-/// request ourselves, and lets upstream's client apply our answer.
-async fn through_upstream(db: &Database, mode: &str, doc: Value) -> Option<(Value, Value)> {
-    let mut probe = doc.clone();
-    probe["reply"] = Value::Null;
-    let asked = upstream(mode, &probe)?;
-    let request = &asked["request"];
-    let ours = answer(
-        db,
-        &admin(),
-        request["method"].as_str().unwrap(),
-        request["args"].as_object().unwrap(),
-    )
-    .await
-    .unwrap();
-    let mut apply = doc;
-    apply["reply"] = ours.clone();
-    let theirs = upstream(mode, &apply)?;
-    assert!(theirs.get("error").is_none(), "{theirs}");
-    Some((ours, theirs))
+/// Asks upstream's client what it sends for each doc (answered with a dummy), answers those
+/// requests ourselves, and lets upstream's client apply our answers: (ours, theirs) per doc.
+async fn through_upstream(
+    db: &Database,
+    mode: &str,
+    docs: Vec<Value>,
+) -> Option<Vec<(Value, Value)>> {
+    let probes: Vec<Value> = docs
+        .iter()
+        .map(|d| {
+            let mut p = d.clone();
+            p["reply"] = Value::Null;
+            p
+        })
+        .collect();
+    let asked = upstream(mode, &json!(probes))?;
+    let mut applies = Vec::new();
+    let mut ours = Vec::new();
+    for (doc, asked) in docs.into_iter().zip(asked.as_array().unwrap()) {
+        let request = &asked["request"];
+        let answer = answer(
+            db,
+            &admin(),
+            request["method"].as_str().unwrap(),
+            request["args"].as_object().unwrap(),
+        )
+        .await
+        .unwrap();
+        let mut apply = doc;
+        apply["reply"] = answer.clone();
+        applies.push(apply);
+        ours.push(answer);
+    }
+    let theirs = upstream(mode, &json!(applies))?;
+    let theirs = theirs.as_array().unwrap().clone();
+    for t in &theirs {
+        assert!(t.get("error").is_none(), "{t}");
+    }
+    Some(ours.into_iter().zip(theirs).collect())
 }
 
 #[tokio::test]
 async fn upstreams_client_applies_our_answers() {
     let (db, _dir) = temp_db().await;
     let s = seed(&db).await;
-    for (name, method, args, kwargs) in [
+    let calls = [
         ("Cluster", "get_by_uuid", json!([CLUSTER_UUID]), json!({})),
         ("Cluster", "get_by_name", json!(["prod-k8s"]), json!({})),
         (
@@ -440,35 +459,29 @@ async fn upstreams_client_applies_our_answers() {
         ),
         ("NodeGroup", "list", json!([CLUSTER_UUID]), json!({})),
         ("Stats", "get_cluster_stats", json!([PROJECT]), json!({})),
-    ] {
-        let doc = json!({"name": name, "method": method, "args": args, "kwargs": kwargs});
-        let Some((ours, theirs)) = through_upstream(&db, "class_action", doc).await else {
-            return;
-        };
-        // Python hands our reply to its caller unchanged (tuples become lists).
-        let norm = |v: &Value| match v {
-            Value::Array(a) => Value::Array(a.iter().map(normalized).collect()),
-            other => normalized(other),
-        };
+    ];
+    let docs = calls
+        .iter()
+        .map(|(name, method, args, kwargs)| {
+            json!({"name": name, "method": method, "args": args, "kwargs": kwargs})
+        })
+        .collect();
+    let Some(answers) = through_upstream(&db, "class_action", docs).await else {
+        return;
+    };
+    // Python hands our reply to its caller unchanged (tuples become lists).
+    let norm = |v: &Value| match v {
+        Value::Array(a) => Value::Array(a.iter().map(normalized).collect()),
+        other => normalized(other),
+    };
+    for ((name, method, ..), (ours, theirs)) in calls.iter().zip(answers) {
         assert_eq!(norm(&theirs["result"]), norm(&ours), "{name}.{method}");
     }
-    // A Python API saving a cluster through us.
+
+    // A Python API saving a cluster, then creating a nodegroup, through us.
     let mut c = rows::cluster(&s.cluster).unwrap();
     c.set("status", json!("UPDATE_IN_PROGRESS")).unwrap();
     c.set("labels", json!({"x": "y"})).unwrap();
-    let doc = json!({"objinst": c.to_primitive(), "method": "save"});
-    let Some((ours, theirs)) = through_upstream(&db, "object_action", doc).await else {
-        return;
-    };
-    assert_eq!(ours, json!([{"obj_what_changed": []}, null]));
-    assert_eq!(theirs["changes"], json!([]));
-    let stored = db
-        .clusters()
-        .get_by_uuid(&admin(), CLUSTER_UUID)
-        .await
-        .unwrap();
-    assert_eq!(stored.labels.as_deref(), Some(r#"{"x": "y"}"#));
-    // And creating a nodegroup: the Python object ends up with the stored id.
     let mut ng = Object::new(&NODEGROUP);
     for (k, v) in [
         ("name", json!("py")),
@@ -478,10 +491,24 @@ async fn upstreams_client_applies_our_answers() {
     ] {
         ng.set(k, v).unwrap();
     }
-    let doc = json!({"objinst": ng.to_primitive(), "method": "create"});
-    let Some((ours, theirs)) = through_upstream(&db, "object_action", doc).await else {
+    let docs = vec![
+        json!({"objinst": c.to_primitive(), "method": "save"}),
+        json!({"objinst": ng.to_primitive(), "method": "create"}),
+    ];
+    let Some(answers) = through_upstream(&db, "object_action", docs).await else {
         return;
     };
-    assert_eq!(theirs["object"][KEY_DATA]["id"], ours[0]["id"]);
+    let (saved, theirs) = &answers[0];
+    assert_eq!(saved, &json!([{"obj_what_changed": []}, null]));
+    assert_eq!(theirs["changes"], json!([]));
+    let stored = db
+        .clusters()
+        .get_by_uuid(&admin(), CLUSTER_UUID)
+        .await
+        .unwrap();
+    assert_eq!(stored.labels.as_deref(), Some(r#"{"x": "y"}"#));
+    // The Python object ends up with the stored id and nothing dirty.
+    let (created, theirs) = &answers[1];
+    assert_eq!(theirs["object"][KEY_DATA]["id"], created[0]["id"]);
     assert_eq!(theirs["changes"], json!([]));
 }
