@@ -6,16 +6,27 @@
 //! notifications) moves those over RabbitMQ with upstream's exchanges, queues, envelope and
 //! context keys.
 
+pub mod client;
 pub mod codec;
+pub mod connection;
 pub mod envelope;
 pub mod failure;
+pub mod handle;
 pub mod indirection;
 pub mod magnum_codec;
+pub mod notify;
 pub mod objects;
 pub mod options;
+mod publisher;
+pub mod server;
 pub mod url;
 
+pub use client::OsloTransport;
 pub use codec::{Codec, Decoded, PassThrough, WireRequest};
+pub use connection::Broker;
 pub use failure::Failure;
+pub use handle::{OsloError, OsloHandle, connect};
+pub use notify::NotificationPublisher;
 pub use options::{OsloSettings, RabbitOptions};
+pub use server::{RpcServer, ServerConfig, generate_server_id};
 pub use url::TransportUrl;

@@ -27,6 +27,13 @@ pub enum OptionsError {
     NoTransportUrl,
 }
 
+/// How an exchange or queue is declared; peers declaring the same name must agree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Flags {
+    pub durable: bool,
+    pub auto_delete: bool,
+}
+
 /// `[oslo_messaging_rabbit]` as the transport uses it. Options magnum.conf accepts without a
 /// type (e.g. `rabbit_transient_queues_ttl`) keep oslo's defaults unless the URL query sets
 /// them.
@@ -215,6 +222,30 @@ impl RabbitOptions {
     /// Durability of the topic exchange, topic queues and notification queues.
     pub fn durable(&self) -> bool {
         self.amqp_durable_queues || self.rabbit_quorum_queue
+    }
+
+    /// The control exchange, topic queues and notification queues (§3, §4.1, §13.1).
+    pub fn topic_flags(&self) -> Flags {
+        Flags {
+            durable: self.durable(),
+            auto_delete: self.amqp_auto_delete,
+        }
+    }
+
+    /// The `<topic>_fanout` exchange: auto-delete always.
+    pub fn fanout_exchange_flags(&self) -> Flags {
+        Flags {
+            durable: self.rabbit_transient_quorum_queue,
+            auto_delete: true,
+        }
+    }
+
+    /// Reply and fanout queues: they expire by `x-expires` instead.
+    pub fn transient_queue_flags(&self) -> Flags {
+        Flags {
+            durable: self.rabbit_transient_quorum_queue,
+            auto_delete: false,
+        }
     }
 
     /// Arguments of topic and notification queues (§4.4): HA or quorum, never `x-expires`.
