@@ -1,0 +1,268 @@
+//! Broker gating, per-test names, a recording conductor and raw AMQP access.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
+use lapin::types::FieldTable;
+use lapin::{Connection, ConnectionProperties};
+use magnum_core::{Error, RequestContext, Result};
+use magnum_rpc::oslo::{OsloHandle, OsloSettings, envelope};
+use magnum_rpc::*;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+
+fn require_all() -> bool {
+    std::env::var("MAGNUM_TEST_REQUIRE_ALL").is_ok_and(|v| v == "1")
+}
+
+/// The broker URL (oslo form), or `None` to skip.
+pub fn rabbit_url() -> Option<String> {
+    match std::env::var("MAGNUM_TEST_RABBIT_URL") {
+        Ok(v) if !v.is_empty() => Some(v),
+        _ => {
+            assert!(
+                !require_all(),
+                "MAGNUM_TEST_RABBIT_URL is not set but MAGNUM_TEST_REQUIRE_ALL=1"
+            );
+            eprintln!("skipped: MAGNUM_TEST_RABBIT_URL is not set");
+            None
+        }
+    }
+}
+
+/// `rabbit://…` as lapin's `amqp://…` (default vhost).
+pub fn amqp_url(rabbit: &str) -> String {
+    let rest = rabbit.split_once("://").map_or(rabbit, |(_, r)| r);
+    let rest = rest.split('?').next().unwrap_or(rest);
+    let rest = rest.trim_end_matches('/');
+    format!("amqp://{rest}/%2f")
+}
+
+/// Test URLs ask for auto-delete exchanges and queues, so the broker forgets each test's
+/// names once its consumers are gone. Python peers get the same URL, hence the same flags.
+pub fn test_url(rabbit: &str) -> String {
+    let sep = if rabbit.contains('?') { '&' } else { '?' };
+    format!("{rabbit}{sep}amqp_auto_delete=true&rabbit_retry_interval=1&rabbit_retry_backoff=0")
+}
+
+/// A name unique to this test run.
+pub fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..10]
+    )
+}
+
+pub struct Names {
+    pub exchange: String,
+    pub topic: String,
+}
+
+impl Names {
+    pub fn new(test: &str) -> Self {
+        Self {
+            exchange: unique(&format!("oslotest-{test}")),
+            topic: unique(&format!("conductor-{test}")),
+        }
+    }
+}
+
+pub async fn connect(url: &str, names: &Names) -> OsloHandle {
+    let mut s = OsloSettings::for_url(&test_url(url)).unwrap();
+    s.control_exchange = names.exchange.clone();
+    s.topic = names.topic.clone();
+    s.executor_thread_pool_size = 8;
+    let h = OsloHandle::connect(s).await.unwrap();
+    assert!(
+        h.wait_connected(Duration::from_secs(10)).await,
+        "no broker connection"
+    );
+    h
+}
+
+pub fn ctx() -> RequestContext {
+    RequestContext {
+        user_id: Some("0f1e2d3c4b5a69788796a5b4c3d2e1f0".into()),
+        project_id: Some("a1b2c3d4e5f60718293a4b5c6d7e8f90".into()),
+        user_name: Some("alice".into()),
+        roles: vec!["member".into(), "reader".into()],
+        request_id: Some("req-6c1f3e0a-2b4d-4e6f-8a9b-0c1d2e3f4a5b".into()),
+        ..RequestContext::default()
+    }
+}
+
+/// One method a [`Recorder`] saw.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    pub ctx: RequestContext,
+    pub args: Value,
+}
+
+/// A conductor that records what it is asked and answers predictably:
+/// `sign_certificate` → `signed:<csr>`, `get_ca_certificate` → ClusterNotFound,
+/// `cluster_upgrade` → NotSupported with a `%`, `credential_rotate` → sleeps 3 s,
+/// `cluster_resize` → blocks until [`Recorder::release`].
+pub struct Recorder {
+    tx: mpsc::UnboundedSender<Seen>,
+    release: watch::Sender<bool>,
+}
+
+impl Recorder {
+    pub fn new() -> (Arc<Self>, mpsc::UnboundedReceiver<Seen>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (
+            Arc::new(Self {
+                tx,
+                release: watch::channel(false).0,
+            }),
+            rx,
+        )
+    }
+
+    /// Lets every blocked (and future) `cluster_resize` finish.
+    pub fn release(&self) {
+        self.release.send_replace(true);
+    }
+
+    fn saw(&self, method: &str, ctx: &RequestContext, args: impl serde::Serialize) {
+        let _ = self.tx.send(Seen {
+            method: method.into(),
+            ctx: ctx.clone(),
+            args: serde_json::to_value(args).unwrap(),
+        });
+    }
+}
+
+#[async_trait]
+impl ConductorApi for Recorder {
+    async fn cluster_create(&self, ctx: &RequestContext, req: ClusterCreate) -> Result<()> {
+        self.saw("cluster_create", ctx, req);
+        Ok(())
+    }
+    async fn cluster_update(&self, ctx: &RequestContext, req: ClusterUpdate) -> Result<()> {
+        self.saw("cluster_update", ctx, req);
+        Ok(())
+    }
+    async fn cluster_delete(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
+        self.saw("cluster_delete", ctx, req);
+        Ok(())
+    }
+    async fn cluster_resize(&self, ctx: &RequestContext, req: ClusterResize) -> Result<()> {
+        self.saw("cluster_resize", ctx, req);
+        let _ = self.release.subscribe().wait_for(|r| *r).await;
+        Ok(())
+    }
+    async fn cluster_upgrade(&self, ctx: &RequestContext, req: ClusterUpgrade) -> Result<()> {
+        self.saw("cluster_upgrade", ctx, req);
+        Err(Error::NotSupported {
+            operation: "Upgrading more than 50% of the nodes at once".into(),
+        })
+    }
+    async fn nodegroup_create(&self, ctx: &RequestContext, req: NodegroupRef) -> Result<()> {
+        self.saw("nodegroup_create", ctx, req);
+        Ok(())
+    }
+    async fn nodegroup_update(&self, ctx: &RequestContext, req: NodegroupUpdate) -> Result<()> {
+        self.saw("nodegroup_update", ctx, req);
+        Ok(())
+    }
+    async fn nodegroup_delete(&self, ctx: &RequestContext, req: NodegroupRef) -> Result<()> {
+        self.saw("nodegroup_delete", ctx, req);
+        Ok(())
+    }
+    async fn credential_rotate(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
+        self.saw("credential_rotate", ctx, req);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        Ok(())
+    }
+    async fn sign_certificate(&self, ctx: &RequestContext, req: SignCertificate) -> Result<String> {
+        self.saw("sign_certificate", ctx, &req);
+        Ok(format!("signed:{}", req.csr))
+    }
+    async fn get_ca_certificate(
+        &self,
+        ctx: &RequestContext,
+        req: GetCaCertificate,
+    ) -> Result<String> {
+        self.saw("get_ca_certificate", ctx, &req);
+        Err(Error::ClusterNotFound {
+            cluster: req.cluster_uuid,
+        })
+    }
+    async fn rotate_ca_certificate(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
+        self.saw("rotate_ca_certificate", ctx, req);
+        Ok(())
+    }
+    async fn ping_conductor(&self, ctx: &RequestContext) -> Result<bool> {
+        self.saw("ping_conductor", ctx, json!({}));
+        Ok(true)
+    }
+}
+
+/// The next recorded method, or a failure after `secs`.
+pub async fn next_seen(rx: &mut mpsc::UnboundedReceiver<Seen>, secs: u64) -> Seen {
+    tokio::time::timeout(Duration::from_secs(secs), rx.recv())
+        .await
+        .expect("the conductor was not called in time")
+        .expect("recorder gone")
+}
+
+/// Nothing more is recorded within `ms`.
+pub async fn nothing_more(rx: &mut mpsc::UnboundedReceiver<Seen>, ms: u64) {
+    if let Ok(Some(s)) = tokio::time::timeout(Duration::from_millis(ms), rx.recv()).await {
+        panic!("unexpected call: {s:?}");
+    }
+}
+
+/// A plain AMQP connection for publishing hand-made bodies and inspecting queues.
+pub struct Raw {
+    pub conn: Connection,
+    pub ch: lapin::Channel,
+}
+
+impl Raw {
+    pub async fn open(url: &str) -> Self {
+        let conn = Connection::connect(&amqp_url(url), ConnectionProperties::default())
+            .await
+            .unwrap();
+        let ch = conn.create_channel().await.unwrap();
+        ch.confirm_select(Default::default()).await.unwrap();
+        Self { conn, ch }
+    }
+
+    pub async fn publish(&self, exchange: &str, routing_key: &str, body: &[u8]) {
+        self.ch
+            .basic_publish(
+                exchange.into(),
+                routing_key.into(),
+                BasicPublishOptions::default(),
+                body,
+                envelope::properties(None),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+
+    /// Messages waiting in `queue` (passive declare).
+    pub async fn depth(&self, queue: &str) -> u32 {
+        let ch = self.conn.create_channel().await.unwrap();
+        let q = ch
+            .queue_declare(
+                queue.into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..QueueDeclareOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .unwrap();
+        let _ = ch.close(200, "OK".into()).await;
+        q.message_count()
+    }
+}

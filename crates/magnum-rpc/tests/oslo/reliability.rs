@@ -1,0 +1,241 @@
+//! Failing fast without a broker, redelivery of unfinished requests, and recovery after the
+//! broker drops our connection.
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use magnum_rpc::oslo::{OsloHandle, OsloSettings, PassThrough};
+use magnum_rpc::*;
+use serde_json::json;
+
+use crate::common::*;
+
+fn delete_msg() -> Message {
+    Message {
+        context: ctx(),
+        method: method::CLUSTER_DELETE.into(),
+        args: json!({"cluster_uuid": "c1"}),
+    }
+}
+
+async fn assert_fast_unavailable(t: &dyn Transport) {
+    let started = Instant::now();
+    let err = t
+        .call(delete_msg(), Duration::from_secs(30))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RpcError::Unavailable(_)), "{err:?}");
+    let err = t.cast(delete_msg()).await.unwrap_err();
+    assert!(matches!(err, RpcError::Unavailable(_)), "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// No broker at all: connecting returns, and RPCs fail at once (the API answers 503).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_broker_fails_fast() {
+    let started = Instant::now();
+    let s =
+        OsloSettings::for_url("rabbit://guest:guest@127.0.0.1:1,guest:guest@127.0.0.1:2/").unwrap();
+    let h = OsloHandle::connect(s).await.unwrap();
+    assert!(!h.is_connected());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    let t = h.transport(Arc::new(PassThrough));
+    assert_fast_unavailable(&t).await;
+    let n = h.notifier();
+    // No driver configured: nothing to send, whatever the broker.
+    n.publish("INFO", json!({"event_type": "x"})).await.unwrap();
+    h.close().await;
+}
+
+/// A closed connection: the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_connection_fails_fast() {
+    let Some(url) = rabbit_url() else { return };
+    let names = Names::new("closed");
+    let h = connect(&url, &names).await;
+    let t = h.transport(Arc::new(PassThrough));
+    h.close().await;
+    assert_fast_unavailable(&t).await;
+}
+
+/// A conductor that dies mid-request loses nothing: the request was not acked, so the
+/// broker hands it to another conductor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unfinished_request_is_redelivered_to_another_conductor() {
+    let Some(url) = rabbit_url() else { return };
+    let names = Names::new("redeliver");
+    let a = connect(&url, &names).await;
+    let (rec_a, mut seen_a) = Recorder::new();
+    let _server_a = a.start_server(rec_a.clone(), Arc::new(PassThrough), None);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let client = connect(&url, &names).await;
+    let t = client.transport(Arc::new(PassThrough));
+    t.cast(Message {
+        context: ctx(),
+        method: method::CLUSTER_RESIZE.into(),
+        args: json!({"cluster_uuid": "c1", "nodegroup_uuid": "n1", "node_count": 3, "nodes_to_remove": []}),
+    })
+    .await
+    .unwrap();
+    // A is now inside the handler (which blocks).
+    assert_eq!(next_seen(&mut seen_a, 5).await.method, "cluster_resize");
+
+    let b = connect(&url, &names).await;
+    let (rec_b, mut seen_b) = Recorder::new();
+    let server_b = b.start_server(rec_b.clone(), Arc::new(PassThrough), None);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    nothing_more(&mut seen_b, 100).await;
+
+    // "Kill" A: its connection goes away with the request unacked.
+    a.close().await;
+    let s = next_seen(&mut seen_b, 10).await;
+    assert_eq!(s.method, "cluster_resize");
+    assert_eq!(s.args["node_count"], 3);
+    rec_b.release();
+    rec_a.release();
+    server_b.stop().await;
+    b.close().await;
+    client.close().await;
+}
+
+/// `rabbitmqctl close_connection` for our connection: what the client sees when the broker
+/// restarts or fails over. The handle reconnects; the server re-declares and consumes again;
+/// calls and casts work without a process restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovers_after_the_broker_drops_the_connection() {
+    let Some(url) = rabbit_url() else { return };
+    if Command::new("rabbitmqctl").arg("--help").output().is_err() {
+        eprintln!("skipped: rabbitmqctl is not available");
+        return;
+    }
+    let names = Names::new("recover");
+    let h = connect(&url, &names).await;
+    let (rec, mut seen) = Recorder::new();
+    let server = h.start_server(rec, Arc::new(PassThrough), None);
+    let t = h.transport(Arc::new(PassThrough));
+    let api = RpcClient::new(Arc::new(t.clone()), Duration::from_secs(5));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(api.ping_conductor(&ctx()).await.unwrap());
+    next_seen(&mut seen, 5).await;
+
+    let name = h.broker().connection_name().unwrap();
+    let listed = Command::new("rabbitmqctl")
+        .args([
+            "list_connections",
+            "-q",
+            "--no-table-headers",
+            "pid",
+            "client_properties",
+        ])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    let pid = listed
+        .lines()
+        .find(|l| l.contains(&name))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("connection {name} not listed:\n{listed}"))
+        .to_owned();
+    let closed = Command::new("rabbitmqctl")
+        .args(["close_connection", &pid, "test: simulated broker restart"])
+        .output()
+        .unwrap();
+    assert!(closed.status.success(), "{closed:?}");
+
+    // Disconnected: fail fast, then reconnect by ourselves.
+    let down = Instant::now();
+    while h.is_connected() && down.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        h.wait_connected(Duration::from_secs(10)).await,
+        "no reconnect"
+    );
+    assert_ne!(h.broker().connection_name().unwrap(), name);
+
+    // Give the server and the reply consumer a moment to re-declare; then both directions.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match api.ping_conductor(&ctx()).await {
+            Ok(true) => break,
+            other if Instant::now() > deadline => panic!("no recovery: {other:?}"),
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(200), seen.recv()).await {}
+    t.cast(delete_msg()).await.unwrap();
+    assert_eq!(next_seen(&mut seen, 5).await.method, "cluster_delete");
+    server.stop().await;
+    h.close().await;
+}
+
+/// A real broker restart (`rabbitmqctl stop_app` / `start_app`): opt-in with
+/// `MAGNUM_TEST_RABBIT_RESTART=1`, since it disturbs everything else using the broker. While
+/// the broker is down RPCs fail fast; after it is back the same handle, server and client
+/// work again (queues re-declared: a restart forgets non-durable ones).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovers_after_a_broker_restart() {
+    if std::env::var("MAGNUM_TEST_RABBIT_RESTART").as_deref() != Ok("1") {
+        eprintln!("skipped: set MAGNUM_TEST_RABBIT_RESTART=1 to restart the broker");
+        return;
+    }
+    let Some(url) = rabbit_url() else { return };
+    let names = Names::new("restart");
+    let h = connect(&url, &names).await;
+    let (rec, mut seen) = Recorder::new();
+    let server = h.start_server(rec, Arc::new(PassThrough), None);
+    let t = h.transport(Arc::new(PassThrough));
+    let api = RpcClient::new(Arc::new(t.clone()), Duration::from_secs(5));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(api.ping_conductor(&ctx()).await.unwrap());
+    next_seen(&mut seen, 5).await;
+
+    let stop = Command::new("rabbitmqctl")
+        .arg("stop_app")
+        .output()
+        .unwrap();
+    assert!(stop.status.success(), "{stop:?}");
+    let restarted = std::panic::AssertUnwindSafe(async {
+        let down = Instant::now();
+        while h.is_connected() && down.elapsed() < Duration::from_secs(10) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_fast_unavailable(&t).await;
+    });
+    let down_ok = futures::FutureExt::catch_unwind(restarted).await;
+    // Whatever happened, bring the broker back.
+    let start = Command::new("rabbitmqctl")
+        .arg("start_app")
+        .output()
+        .unwrap();
+    assert!(start.status.success(), "{start:?}");
+    down_ok.unwrap();
+
+    assert!(
+        h.wait_connected(Duration::from_secs(30)).await,
+        "no reconnect"
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        match api.ping_conductor(&ctx()).await {
+            Ok(true) => break,
+            other if Instant::now() > deadline => panic!("no recovery: {other:?}"),
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(200), seen.recv()).await {}
+    t.cast(delete_msg()).await.unwrap();
+    assert_eq!(next_seen(&mut seen, 5).await.method, "cluster_delete");
+    server.stop().await;
+    h.close().await;
+}
