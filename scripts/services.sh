@@ -29,6 +29,19 @@ ensure_openssl() {
     fi
 }
 
+# RabbitMQ for the oslo.messaging transport tests (guest/guest on 127.0.0.1:5672).
+ensure_rabbitmq() {
+    if ! command -v rabbitmq-server >/dev/null 2>&1; then
+        log "installing RabbitMQ"
+        apt_install rabbitmq-server
+    fi
+    if ! rabbitmq-diagnostics -q check_port_connectivity >/dev/null 2>&1; then
+        log "starting RabbitMQ"
+        rabbitmq-server -detached >/dev/null 2>&1 || true
+        wait_for 90 RabbitMQ rabbitmq-diagnostics -q check_port_connectivity
+    fi
+}
+
 ensure_mariadb() {
     if ! command -v mariadbd >/dev/null 2>&1; then
         log "installing MariaDB"
