@@ -41,6 +41,21 @@ impl ConductorSettings {
     }
 }
 
+/// The notifier of magnum.conf. One publisher serves both messaging drivers (it sends the
+/// envelope each asks for), so it is handed out once.
+fn notifier(cfg: &Config, publisher: Option<magnum_rpc::oslo::NotificationPublisher>) -> Notifier {
+    let mut publisher = publisher;
+    let mut handed_out = false;
+    Notifier::from_config_with(cfg, |_| {
+        if let Some(p) = publisher.take() {
+            handed_out = true;
+            return Some(Box::new(crate::notify::MessagingDriver::new(p)));
+        }
+        handed_out
+            .then(|| Box::new(crate::notify::NoopDriver) as Box<dyn crate::notify::NotifierDriver>)
+    })
+}
+
 /// Tells the sync loop that a cluster has news.
 struct ChannelWaker(mpsc::UnboundedSender<String>);
 
@@ -75,6 +90,16 @@ pub struct Conductor {
 impl Conductor {
     /// The conductor of `magnumd`: drivers, certificate store and notifier per magnum.conf.
     pub fn from_config(cfg: &Config, db: Database) -> Result<Self> {
+        Self::from_config_with(cfg, db, None)
+    }
+
+    /// As [`Conductor::from_config`], with the RabbitMQ publisher for the `messaging` and
+    /// `messagingv2` notification drivers.
+    pub fn from_config_with(
+        cfg: &Config,
+        db: Database,
+        publisher: Option<magnum_rpc::oslo::NotificationPublisher>,
+    ) -> Result<Self> {
         let simulated = Arc::new(SimulatedDriver::new(&cfg.simulated_driver));
         let drivers: Vec<Arc<dyn Driver>> = vec![simulated.clone()];
         let registry = DriverRegistry::new(
@@ -87,7 +112,7 @@ impl Conductor {
             db,
             registry,
             pki,
-            Notifier::from_config(cfg),
+            notifier(cfg, publisher),
             ConductorSettings::from_config(cfg),
         );
         simulated.set_waker(c.waker());

@@ -43,6 +43,9 @@ enum Command {
     },
     /// The REST API on [api] host:port, with Keystone auth, against an upgraded database.
     Api,
+    /// The conductor alone: RPC from RabbitMQ (`[DEFAULT] transport_url`), status sync and
+    /// heartbeat. Run any number beside `magnumd api` (or Python Magnum's processes).
+    Conductor,
     /// Check that this node can run: configuration, database reachable and at head, policy
     /// file loads, Keystone reachable (when used). Prints one line per check; exit 1 if any fails.
     Status,
@@ -160,6 +163,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 with_conductor: false,
             },
         )),
+        Command::Conductor => runtime.block_on(server::run_conductor(&cfg)),
         Command::Status => runtime.block_on(commands::status(&cfg, &cli.config_dir)),
         Command::Config { .. } => Ok(()),
     }

@@ -141,39 +141,56 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
     } else {
         keystone(cfg)?
     };
-    let db = Database::connect(db_settings(cfg)?)
-        .await
-        .map_err(|e| Failure::Runtime(e.to_string()))?;
-    if opts.upgrade_schema {
+    let db = if opts.upgrade_schema {
+        let db = Database::connect(db_settings(cfg)?)
+            .await
+            .map_err(|e| Failure::Runtime(e.to_string()))?;
         magnum_db::schema::upgrade(&db)
             .await
             .map_err(|e| Failure::Runtime(e.to_string()))?;
+        db
     } else {
-        magnum_db::schema::ensure_at_head(&db)
-            .await
-            .map_err(|e| Failure::Runtime(e.to_string()))?;
-    }
+        open_database(cfg).await?
+    };
     let validator: Arc<dyn ResourceValidator> = match &auth {
         Auth::Keystone { keystone, .. } => Arc::new(KeystoneValidator {
             keystone: keystone.clone(),
         }),
         Auth::NoAuth => Arc::new(NoValidation),
     };
-    let transport = Arc::new(magnum_rpc::InProcess::new(
-        cfg.default.executor_thread_pool_size as usize,
-    ));
-    let _workers = if opts.with_conductor {
-        let conductor = magnum_conductor::Conductor::from_config(cfg, db.clone())
+    let mut workers = Vec::new();
+    let mut oslo = None;
+    let transport: Arc<dyn magnum_rpc::Transport> = if opts.with_conductor {
+        // All in one: the conductor in this process; the broker only for notifications.
+        let inproc = Arc::new(magnum_rpc::InProcess::new(
+            cfg.default.executor_thread_pool_size as usize,
+        ));
+        let publisher = if wants_messaging_notifications(cfg) {
+            let handle = broker(cfg).await?;
+            let p = handle.notifier();
+            oslo = Some(handle);
+            Some(p)
+        } else {
+            None
+        };
+        let conductor = magnum_conductor::Conductor::from_config_with(cfg, db.clone(), publisher)
             .map_err(|e| Failure::Config(e.to_string()))?;
-        transport.connect(Arc::new(conductor.clone()));
+        inproc.connect(Arc::new(conductor.clone()));
         tracing::info!(
             host = %cfg.default.host,
             drivers = ?conductor.drivers().names(),
             "conductor running in this process"
         );
-        conductor.spawn_workers()
+        workers = conductor.spawn_workers();
+        inproc
     } else {
-        Vec::new()
+        // The conductors are elsewhere, reached over RabbitMQ in upstream's wire format.
+        let handle = broker(cfg).await?;
+        let codec = magnum_rpc::oslo::magnum_codec::MagnumCodec::new(db.clone())
+            .with_create_cluster_in_conductor(cfg.api.create_cluster_in_conductor);
+        let transport = Arc::new(handle.transport(Arc::new(codec)));
+        oslo = Some(handle);
+        transport
     };
     let state = Arc::new(AppState {
         db,
@@ -191,8 +208,71 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
         .await
         .map_err(|e| Failure::Runtime(format!("cannot listen on {addr}: {e}")))?;
     tracing::info!("magnum API listening on http://{addr}");
-    axum::serve(listener, magnum_api::router(state))
+    let served = axum::serve(listener, magnum_api::router(state))
         .with_graceful_shutdown(wait_for_signal())
         .await
-        .map_err(|e| Failure::Runtime(format!("server failed: {e}")))
+        .map_err(|e| Failure::Runtime(format!("server failed: {e}")));
+    for w in workers {
+        w.abort();
+    }
+    if let Some(handle) = oslo {
+        handle.close().await;
+    }
+    served
+}
+
+/// Whether `[oslo_messaging_notifications] driver` asks for RabbitMQ.
+fn wants_messaging_notifications(cfg: &Config) -> bool {
+    cfg.oslo_messaging_notifications
+        .driver
+        .iter()
+        .any(|d| matches!(d.trim(), "messaging" | "messagingv2"))
+}
+
+/// The broker of `[DEFAULT] transport_url`. An unreachable broker is not fatal: the
+/// connection keeps being retried and RPCs answer 503 meanwhile.
+async fn broker(cfg: &Config) -> Result<magnum_rpc::oslo::OsloHandle, Failure> {
+    magnum_rpc::oslo::connect(cfg)
+        .await
+        .map_err(|e| Failure::Config(e.to_string()))
+}
+
+async fn open_database(cfg: &Config) -> Result<Database, Failure> {
+    let db = Database::connect(db_settings(cfg)?)
+        .await
+        .map_err(|e| Failure::Runtime(e.to_string()))?;
+    magnum_db::schema::ensure_at_head(&db)
+        .await
+        .map_err(|e| Failure::Runtime(e.to_string()))?;
+    Ok(db)
+}
+
+/// `magnumd conductor`: serves the conductor topic on RabbitMQ (the shared queue and its own
+/// server queue), runs the status sync and the heartbeat, until SIGTERM or SIGINT. Several may
+/// run side by side, also next to Python conductors.
+pub async fn run_conductor(cfg: &Config) -> Result<(), Failure> {
+    let db = open_database(cfg).await?;
+    let handle = broker(cfg).await?;
+    let publisher = handle.notifier();
+    let publisher = publisher.is_enabled().then_some(publisher);
+    let conductor = magnum_conductor::Conductor::from_config_with(cfg, db.clone(), publisher)
+        .map_err(|e| Failure::Config(e.to_string()))?;
+    let codec = Arc::new(magnum_rpc::oslo::magnum_codec::MagnumCodec::new(db));
+    let server = handle.start_server(Arc::new(conductor.clone()), codec, None);
+    let workers = conductor.spawn_workers();
+    tracing::info!(
+        host = %cfg.default.host,
+        server = server.server_id(),
+        topic = %cfg.conductor.topic,
+        drivers = ?conductor.drivers().names(),
+        "conductor serving"
+    );
+    wait_for_signal().await;
+    // Finish the requests in hand (they are acknowledged only when handled), then go.
+    server.stop().await;
+    for w in workers {
+        w.abort();
+    }
+    handle.close().await;
+    Ok(())
 }

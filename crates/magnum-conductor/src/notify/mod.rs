@@ -9,6 +9,7 @@
 //! service catalog included).
 
 mod cadf;
+mod messaging;
 
 use std::sync::{Arc, Mutex, Once};
 
@@ -22,6 +23,7 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 pub use cadf::cadf_event;
+pub use messaging::MessagingDriver;
 
 /// The CADF action of a cluster notification.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
