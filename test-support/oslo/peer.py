@@ -89,7 +89,7 @@ def client(url, exchange, topic):
         transport, messaging.Target(exchange=exchange, topic=topic))
     for op in json.load(sys.stdin):
         prepare = {"timeout": op.get("timeout", 10)}
-        for key in ("version", "server"):
+        for key in ("version", "server", "call_monitor_timeout"):
             if op.get(key):
                 prepare[key] = op[key]
         cctx = rpc.prepare(**prepare)

@@ -8,11 +8,12 @@
 //! redelivery that reaches the conductor already handling it.
 
 use std::collections::{HashMap, VecDeque};
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use futures::stream::SelectAll;
+use futures::{FutureExt, StreamExt};
 use lapin::message::Delivery;
 use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicQosOptions, BasicRejectOptions,
@@ -20,6 +21,7 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{Channel, Consumer, ExchangeKind};
+use magnum_core::ErrorKind;
 use serde_json::{Map, Value};
 use tokio::sync::{Mutex, Semaphore, watch};
 use tokio::task::JoinHandle;
@@ -32,6 +34,7 @@ use super::publisher::{Outgoing, Published, Publisher};
 use crate::ConductorApi;
 use crate::dispatch::dispatch;
 use crate::messages::method;
+use crate::transport::{RemoteError, RpcError};
 
 /// Requests remembered for duplicate detection, as oslo's listener keeps them.
 const DUPLICATE_WINDOW: usize = 16;
@@ -440,7 +443,18 @@ impl ServerInner {
             }
             _ => None,
         };
-        let outcome = self.process(&req).await;
+        // A panicking handler answers like a failing one and its message is acked, so it
+        // cannot come back forever.
+        let outcome = AssertUnwindSafe(self.process(&req))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| {
+                tracing::error!(%method, %request_id, "the handler panicked");
+                Outcome::Done(Err(Failure::from_remote(&RemoteError::new(
+                    ErrorKind::Internal,
+                    "The conductor failed while handling the request.",
+                ))))
+            });
         if let Some(h) = heartbeat {
             h.abort();
         }
@@ -529,6 +543,10 @@ impl ServerInner {
                 }
                 match dispatch(self.handler.as_ref(), msg).await {
                     Ok(v) => self.codec.encode_result(&wire, v).await,
+                    // Arguments our handlers cannot read: a foreign message.
+                    Err(e @ RpcError::Malformed(_)) => {
+                        return Outcome::Foreign(Failure::from_rpc_error(&e));
+                    }
                     Err(e) => Err(e),
                 }
             }

@@ -70,10 +70,15 @@ impl Names {
 }
 
 pub async fn connect(url: &str, names: &Names) -> OsloHandle {
+    connect_with_pool(url, names, 8).await
+}
+
+/// `pool`: `executor_thread_pool_size` of the servers started on this handle.
+pub async fn connect_with_pool(url: &str, names: &Names, pool: usize) -> OsloHandle {
     let mut s = OsloSettings::for_url(&test_url(url)).unwrap();
     s.control_exchange = names.exchange.clone();
     s.topic = names.topic.clone();
-    s.executor_thread_pool_size = 8;
+    s.executor_thread_pool_size = pool;
     let h = OsloHandle::connect(s).await.unwrap();
     assert!(
         h.wait_connected(Duration::from_secs(10)).await,
@@ -104,7 +109,8 @@ pub struct Seen {
 /// A conductor that records what it is asked and answers predictably:
 /// `sign_certificate` → `signed:<csr>`, `get_ca_certificate` → ClusterNotFound,
 /// `cluster_upgrade` → NotSupported with a `%`, `credential_rotate` → sleeps 3 s,
-/// `cluster_resize` → blocks until [`Recorder::release`].
+/// `cluster_resize` → blocks until [`Recorder::release`], `rotate_ca_certificate` of
+/// cluster `panic` → panics.
 pub struct Recorder {
     tx: mpsc::UnboundedSender<Seen>,
     release: watch::Sender<bool>,
@@ -193,7 +199,9 @@ impl ConductorApi for Recorder {
         })
     }
     async fn rotate_ca_certificate(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
+        let boom = req.cluster_uuid == "panic";
         self.saw("rotate_ca_certificate", ctx, req);
+        assert!(!boom, "handler panics on request");
         Ok(())
     }
     async fn ping_conductor(&self, ctx: &RequestContext) -> Result<bool> {

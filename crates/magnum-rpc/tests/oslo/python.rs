@@ -124,6 +124,9 @@ async fn python_client_against_our_server() {
         {"kind": "call", "method": "echo", "args": {"message": "hi"}},
         {"kind": "call", "method": "ping_conductor", "version": "2.0"},
         {"kind": "call", "method": "ping_conductor", "server": server.server_id()},
+        // 3 s of work under a 2 s call monitor: only our heartbeats keep the call alive.
+        {"kind": "call", "method": "credential_rotate", "args": {"cluster_uuid": "c1"},
+         "timeout": 20, "call_monitor_timeout": 2},
     ]);
     peer.write_and_close(&ops.to_string());
 
@@ -177,11 +180,13 @@ async fn python_client_against_our_server() {
     );
 
     assert_eq!(peer.next(10), json!({"ok": true}));
+    assert_eq!(peer.next(20), json!({"ok": null}));
     for expected in [
         "sign_certificate",
         "get_ca_certificate",
         "cluster_upgrade",
         "ping_conductor",
+        "credential_rotate",
     ] {
         assert_eq!(next_seen(&mut seen, 5).await.method, expected);
     }

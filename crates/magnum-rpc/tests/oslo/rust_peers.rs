@@ -241,6 +241,13 @@ async fn duplicates_dropped_and_foreign_messages_rejected() {
         &cast_body("no_such_method", &envelope::new_id()),
     )
     .await;
+    // A known method with arguments our handlers cannot read.
+    let mut bad_args = serde_json::Map::new();
+    bad_args.insert("method".into(), json!("cluster_delete"));
+    bad_args.insert("args".into(), json!({"uuid": 42}));
+    bad_args.insert("_unique_id".into(), json!(envelope::new_id()));
+    raw.publish(&names.exchange, &names.topic, &envelope::wrap(&bad_args))
+        .await;
     // Un-enveloped (format 1.0) requests are still served.
     raw.publish(
         &names.exchange,
@@ -263,6 +270,37 @@ async fn duplicates_dropped_and_foreign_messages_rejected() {
         "rejected messages came back"
     );
 
+    // Calls get the failure instead: bad arguments as Python's TypeError, a panicking
+    // handler as an internal error; the server survives both.
+    let t = h.transport(Arc::new(PassThrough));
+    let call = |method: &str, args: serde_json::Value| {
+        let t = t.clone();
+        let msg = Message {
+            context: ctx(),
+            method: method.into(),
+            args,
+        };
+        async move { t.call(msg, Duration::from_secs(5)).await.unwrap_err() }
+    };
+    let RpcError::Remote(r) = call("cluster_delete", json!({"uuid": 42})).await else {
+        panic!("not remote")
+    };
+    assert_eq!(r.class.as_deref(), Some("TypeError"));
+    assert_eq!(r.kind, ErrorKind::Internal);
+    let RpcError::Remote(r) = call("rotate_ca_certificate", json!({"cluster_uuid": "panic"})).await
+    else {
+        panic!("not remote")
+    };
+    assert_eq!(r.kind, ErrorKind::Internal);
+    assert_eq!(
+        r.message,
+        "The conductor failed while handling the request."
+    );
+    assert_eq!(
+        next_seen(&mut seen, 5).await.method,
+        "rotate_ca_certificate"
+    );
+
     // And a normal cast after all that.
     raw.publish(
         &names.exchange,
@@ -272,6 +310,36 @@ async fn duplicates_dropped_and_foreign_messages_rejected() {
     .await;
     assert_eq!(next_seen(&mut seen, 5).await.method, "cluster_delete");
 
+    server.stop().await;
+    h.close().await;
+}
+
+/// At most `executor_thread_pool_size` requests run at once; the rest wait, unacked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_is_bounded_by_the_pool() {
+    let Some(url) = rabbit_url() else { return };
+    let names = Names::new("pool");
+    let h = connect_with_pool(&url, &names, 2).await;
+    let (rec, mut seen) = Recorder::new();
+    let server = h.start_server(rec.clone(), Arc::new(PassThrough), None);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let t = h.transport(Arc::new(PassThrough));
+    for i in 0..4 {
+        t.cast(Message {
+            context: ctx(),
+            method: method::CLUSTER_RESIZE.into(),
+            args: json!({"cluster_uuid": format!("c{i}"), "nodegroup_uuid": "n",
+                         "node_count": 1, "nodes_to_remove": []}),
+        })
+        .await
+        .unwrap();
+    }
+    next_seen(&mut seen, 5).await;
+    next_seen(&mut seen, 5).await;
+    nothing_more(&mut seen, 500).await;
+    rec.release();
+    next_seen(&mut seen, 5).await;
+    next_seen(&mut seen, 5).await;
     server.stop().await;
     h.close().await;
 }
