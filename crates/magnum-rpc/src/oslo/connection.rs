@@ -449,6 +449,15 @@ async fn supervise(inner: Arc<Inner>) {
                 }
             }
             Err(e) => {
+                next_host += 1;
+                if next_host >= inner.hosts.len() {
+                    inner.first_round.send_replace(true);
+                }
+                // The next host at once; a pause only once every host has failed.
+                if next_host % inner.hosts.len() != 0 {
+                    tracing::warn!(broker = %address, error = %e, "cannot connect to the message broker; trying the next host");
+                    continue;
+                }
                 let delay = inner.rabbit.reconnect_delay(failures);
                 tracing::warn!(
                     broker = %address,
@@ -457,10 +466,6 @@ async fn supervise(inner: Arc<Inner>) {
                     "cannot connect to the message broker"
                 );
                 failures = failures.saturating_add(1);
-                next_host += 1;
-                if next_host >= inner.hosts.len() {
-                    inner.first_round.send_replace(true);
-                }
                 tokio::select! {
                     _ = tokio::time::sleep(delay) => {}
                     _ = shutdown.changed() => {}

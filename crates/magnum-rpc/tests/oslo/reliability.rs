@@ -239,3 +239,30 @@ async fn recovers_after_a_broker_restart() {
     server.stop().await;
     h.close().await;
 }
+
+/// A dead first host: the next one is tried at once (round-robin failover), and RPCs work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fails_over_to_the_next_host() {
+    let Some(url) = rabbit_url() else { return };
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let url = format!("{scheme}://guest:guest@127.0.0.1:1,{rest}");
+    let names = Names::new("failover");
+    let started = Instant::now();
+    let h = connect(&url, &names).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    let (rec, mut seen) = Recorder::new();
+    let server = h.start_server(rec, Arc::new(PassThrough), None);
+    let api = RpcClient::new(
+        Arc::new(h.transport(Arc::new(PassThrough))),
+        Duration::from_secs(5),
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(api.ping_conductor(&ctx()).await.unwrap());
+    next_seen(&mut seen, 5).await;
+    server.stop().await;
+    h.close().await;
+}
