@@ -454,7 +454,7 @@ async fn supervise(inner: Arc<Inner>) {
                     inner.first_round.send_replace(true);
                 }
                 // The next host at once; a pause only once every host has failed.
-                if next_host % inner.hosts.len() != 0 {
+                if !next_host.is_multiple_of(inner.hosts.len()) {
                     tracing::warn!(broker = %address, error = %e, "cannot connect to the message broker; trying the next host");
                     continue;
                 }
