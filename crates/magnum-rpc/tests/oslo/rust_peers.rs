@@ -343,3 +343,45 @@ async fn concurrency_is_bounded_by_the_pool() {
     server.stop().await;
     h.close().await;
 }
+
+/// Peers configured durable meet an exchange someone declared non-durable: like oslo, we
+/// fall back to the existing non-durable exchange instead of failing with 406.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durable_declare_falls_back_to_an_existing_non_durable_exchange() {
+    let Some(url) = rabbit_url() else { return };
+    let names = Names::new("durable");
+    let raw = Raw::open(&url).await;
+    raw.ch
+        .exchange_declare(
+            names.exchange.as_str().into(),
+            lapin::ExchangeKind::Topic,
+            lapin::options::ExchangeDeclareOptions {
+                durable: false,
+                auto_delete: true,
+                ..Default::default()
+            },
+            lapin::types::FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let durable_url = format!("{url}?amqp_durable_queues=true");
+    let h = connect(&durable_url, &names).await;
+    assert!(h.settings().rabbit.durable());
+    let (rec, mut seen) = Recorder::new();
+    let server = h.start_server(rec, Arc::new(PassThrough), None);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (api, _) = client(&h, Duration::from_secs(5));
+    assert!(api.ping_conductor(&ctx()).await.unwrap());
+    next_seen(&mut seen, 5).await;
+    api.cluster_delete(
+        &ctx(),
+        ClusterRef {
+            cluster_uuid: "c1".into(),
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(next_seen(&mut seen, 5).await.method, "cluster_delete");
+    server.stop().await;
+    h.close().await;
+}
