@@ -41,10 +41,14 @@ pub fn amqp_url(rabbit: &str) -> String {
 }
 
 /// Test URLs ask for auto-delete exchanges and queues, so the broker forgets each test's
-/// names once its consumers are gone. Python peers get the same URL, hence the same flags.
+/// names once its consumers are gone (reply queues a minute after). Python peers get the
+/// same URL, hence the same flags.
 pub fn test_url(rabbit: &str) -> String {
     let sep = if rabbit.contains('?') { '&' } else { '?' };
-    format!("{rabbit}{sep}amqp_auto_delete=true&rabbit_retry_interval=1&rabbit_retry_backoff=0")
+    format!(
+        "{rabbit}{sep}amqp_auto_delete=true&rabbit_transient_queues_ttl=60\
+         &rabbit_retry_interval=1&rabbit_retry_backoff=0"
+    )
 }
 
 /// A name unique to this test run.
