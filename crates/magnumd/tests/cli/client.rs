@@ -45,7 +45,7 @@ impl Drop for Running {
     }
 }
 
-fn read_env(path: &Path) -> HashMap<String, String> {
+pub(crate) fn read_env(path: &Path) -> HashMap<String, String> {
     std::fs::read_to_string(path)
         .unwrap()
         .lines()

@@ -6,6 +6,7 @@
 mod client;
 mod crash;
 mod lifecycle;
+mod rabbit;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -1,0 +1,292 @@
+//! `magnumd api` and two `magnumd conductor` processes over RabbitMQ (oslo.messaging wire
+//! format) and MariaDB, with Keystone: a cluster's whole life through the real client, a
+//! conductor killed with SIGKILL while casts stream in, and the broker restarted under traffic.
+//! Runs when MAGNUM_TEST_KEYSTONE=1 and MAGNUM_TEST_RABBIT_URL is set (scripts/test sets both).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::client::{Cli, Running, free_port, read_env, repo_root, wait_for_port};
+
+fn spawn(conf: &[&Path], sub: &str, log: &Path) -> Child {
+    let log = std::fs::File::create(log).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_magnumd"));
+    for c in conf {
+        cmd.arg("--config-file").arg(c);
+    }
+    cmd.arg(sub)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap()
+}
+
+/// One request with a Keystone token; (status, JSON body, elapsed).
+fn http(port: u16, token: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(90))).unwrap();
+    let body = body.map(Value::to_string).unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nX-Auth-Token: {token}\r\n\
+         OpenStack-API-Version: container-infra 1.14\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out[9..12].parse().unwrap();
+    let json = out
+        .split_once("\r\n\r\n")
+        .and_then(|(_, b)| serde_json::from_str(b).ok())
+        .unwrap_or(Value::Null);
+    (status, json)
+}
+
+fn rabbitmqctl(args: &[&str]) {
+    let st = Command::new("rabbitmqctl")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "rabbitmqctl {args:?}");
+}
+
+struct Procs(Vec<Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn api_and_two_conductors_over_rabbitmq() {
+    let rabbit = std::env::var("MAGNUM_TEST_RABBIT_URL")
+        .ok()
+        .filter(|v| !v.is_empty());
+    let (Some(rabbit), Ok("1")) = (rabbit, std::env::var("MAGNUM_TEST_KEYSTONE").as_deref()) else {
+        assert!(
+            std::env::var("MAGNUM_TEST_REQUIRE_ALL").as_deref() != Ok("1"),
+            "MAGNUM_TEST_RABBIT_URL or MAGNUM_TEST_KEYSTONE unset"
+        );
+        eprintln!("skipping: needs MAGNUM_TEST_RABBIT_URL and MAGNUM_TEST_KEYSTONE=1");
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let ks_dir = work.path().join("keystone");
+    let (ks_port, api_port) = (free_port(), free_port());
+    let _keystone = Running {
+        api: None,
+        keystone_dir: ks_dir.clone(),
+    };
+    let st = Command::new("bash")
+        .arg(repo_root().join("test-support/keystone/start.sh"))
+        .arg(&ks_dir)
+        .arg(ks_port.to_string())
+        .arg(format!("http://127.0.0.1:{api_port}"))
+        .status()
+        .unwrap();
+    assert!(st.success(), "keystone did not start");
+    let env = read_env(&ks_dir.join("env.sh"));
+    let (db_url, db_name) =
+        crate::fresh_database("MAGNUM_TEST_MYSQL_URL", "mysql+pymysql").unwrap();
+    // A private exchange and topic, so nothing else on the broker interferes.
+    let tag = uuid_tag();
+    let conf = work.path().join("magnum.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[DEFAULT]\ntransport_url = {rabbit}\ncontrol_exchange = magnum_{tag}\nrpc_response_timeout = 20\n\n\
+             [conductor]\ntopic = magnum-conductor-{tag}\n\n\
+             [oslo_messaging_notifications]\ndriver = messagingv2\ntopics = notifications_{tag}\n\n\
+             [api]\nhost = 127.0.0.1\nport = {api_port}\n\n[database]\nconnection = {db_url}\n\n\
+             [keystone_authtoken]\nwww_authenticate_uri = {auth}\nauth_url = {auth}\nauth_type = password\n\
+             username = {user}\npassword = {pw}\nuser_domain_name = Default\nproject_name = service\n\
+             project_domain_name = Default\n\n{sim}",
+            auth = env["MAGNUM_TEST_AUTH_URL"],
+            user = env["MAGNUM_TEST_SERVICE_USER"],
+            pw = env["MAGNUM_TEST_SERVICE_PASSWORD"],
+            sim = crate::lifecycle::FAST_SIMULATION,
+        ),
+    )
+    .unwrap();
+    let host = |name: &str| {
+        let p = work.path().join(format!("{name}.conf"));
+        std::fs::write(&p, format!("[DEFAULT]\nhost = {name}-{tag}\n")).unwrap();
+        p
+    };
+    let (host_a, host_b) = (host("conductor-a"), host("conductor-b"));
+    let conf_s = conf.display().to_string();
+    assert!(
+        crate::magnumd(&["--config-file", &conf_s, "db", "upgrade"])
+            .status
+            .success()
+    );
+    let w = work.path();
+    let mut procs = Procs(vec![
+        spawn(&[&conf], "api", &w.join("api.log")),
+        spawn(&[&conf, &host_a], "conductor", &w.join("conductor-a.log")),
+        spawn(&[&conf, &host_b], "conductor", &w.join("conductor-b.log")),
+    ]);
+    wait_for_port(api_port, &mut procs.0[0]);
+
+    let cli = Cli {
+        openstack: env["MAGNUM_TEST_OPENSTACK"].clone(),
+        clouds: Some(env["OS_CLIENT_CONFIG_FILE"].clone()),
+        global: Vec::new(),
+    };
+    // Both conductors beat into magnum_service under their own host.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let services = cli.json("admin", &["coe", "service", "list"]);
+        let up = services
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter(|s| s["binary"] == "magnum-conductor" && s["state"] == "up")
+                    .count()
+            })
+            .unwrap_or(0);
+        if up == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "conductors not up: {services}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    crate::lifecycle::cluster_lifecycle(&cli, "demo-member", w);
+
+    // A conductor killed with SIGKILL while creates stream in: every accepted create is done.
+    let token = cli
+        .ok(
+            "demo-member",
+            &["token", "issue", "-f", "value", "-c", "id"],
+        )
+        .trim()
+        .to_owned();
+    let (code, t) = http(
+        api_port,
+        &token,
+        "POST",
+        "/v1/clustertemplates",
+        Some(
+            &json!({"name": "burst", "coe": "kubernetes", "image_id": "img",
+                     "external_network_id": "public"}),
+        ),
+    );
+    assert_eq!(code, 201, "{t}");
+    let mut accepted = Vec::new();
+    for i in 0..12 {
+        if i == 4 {
+            procs.0[1].kill().unwrap();
+            procs.0[1].wait().unwrap();
+        }
+        let (code, r) = http(
+            api_port,
+            &token,
+            "POST",
+            "/v1/clusters",
+            Some(
+                &json!({"name": format!("burst-{i}"), "cluster_template_id": "burst",
+                         "node_count": 1}),
+            ),
+        );
+        assert_eq!(code, 202, "{r}");
+        accepted.push(r["uuid"].as_str().unwrap().to_owned());
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for uuid in &accepted {
+        loop {
+            let (code, c) = http(
+                api_port,
+                &token,
+                "GET",
+                &format!("/v1/clusters/{uuid}"),
+                None,
+            );
+            assert_eq!(code, 200, "{c}");
+            if c["status"] == "CREATE_COMPLETE" {
+                break;
+            }
+            assert_eq!(c["status"], "CREATE_IN_PROGRESS", "{c}");
+            assert!(Instant::now() < deadline, "{uuid} never completed: {c}");
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
+    // The broker goes away: calls fail fast with a 503 in the errors shape, then everything
+    // recovers by itself once it is back.
+    let ca = format!("/v1/certificates/{}", accepted[0]);
+    assert_eq!(http(api_port, &token, "GET", &ca, None).0, 200);
+    rabbitmqctl(&["stop_app"]);
+    let started = Instant::now();
+    let (code, body) = http(api_port, &token, "GET", &ca, None);
+    let down_for = started.elapsed();
+    rabbitmqctl(&["start_app"]);
+    assert_eq!(code, 503, "{body}");
+    assert!(body["errors"].is_array(), "{body}");
+    assert!(down_for < Duration::from_secs(5), "took {down_for:?}");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let (code, body) = http(api_port, &token, "GET", &ca, None);
+        if code == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never recovered: {code} {body}");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    // Casts work again too: the burst goes away.
+    for uuid in &accepted {
+        let (code, r) = http(
+            api_port,
+            &token,
+            "DELETE",
+            &format!("/v1/clusters/{uuid}"),
+            None,
+        );
+        assert_eq!(code, 204, "{r}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for uuid in &accepted {
+        while http(
+            api_port,
+            &token,
+            "GET",
+            &format!("/v1/clusters/{uuid}"),
+            None,
+        )
+        .0 != 404
+        {
+            assert!(Instant::now() < deadline, "{uuid} never deleted");
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+    drop(procs);
+    crate::server_exec(
+        "MAGNUM_TEST_MYSQL_URL",
+        "mysql",
+        &format!("DROP DATABASE {db_name}"),
+    );
+}
+
+fn uuid_tag() -> String {
+    format!(
+        "{:x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos()
+            % 0xffff_ffff
+    )
+}
