@@ -62,6 +62,10 @@ pub struct AppState {
     pub validator: Arc<dyn ResourceValidator>,
     /// The conductor, over whatever transport this process uses.
     pub conductor: Arc<dyn magnum_rpc::ConductorApi>,
+    /// Set with `[api] create_cluster_in_conductor` (Python conductors serve the queue): new
+    /// clusters and nodegroups are handed to the codec unsaved, as upstream's API does, and
+    /// the conductor inserts them.
+    pub staged: Option<magnum_rpc::oslo::magnum_codec::UnsavedRows>,
 }
 
 /// The axum application: one fallback handler that does its own routing.

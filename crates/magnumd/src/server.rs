@@ -160,6 +160,8 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
     };
     let mut workers = Vec::new();
     let mut oslo = None;
+    // Only over RabbitMQ: in one process our conductor always finds the rows.
+    let mut staged = None;
     let transport: Arc<dyn magnum_rpc::Transport> = if opts.with_conductor {
         // All in one: the conductor in this process; the broker only for notifications.
         let inproc = Arc::new(magnum_rpc::InProcess::new(
@@ -188,6 +190,9 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
         let handle = broker(cfg).await?;
         let codec = magnum_rpc::oslo::magnum_codec::MagnumCodec::new(db.clone())
             .with_create_cluster_in_conductor(cfg.api.create_cluster_in_conductor);
+        if cfg.api.create_cluster_in_conductor {
+            staged = Some(codec.unsaved());
+        }
         let transport = Arc::new(handle.transport(Arc::new(codec)));
         oslo = Some(handle);
         transport
@@ -202,6 +207,7 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
             transport,
             Duration::from_secs(u64::from(cfg.default.rpc_response_timeout)),
         )),
+        staged,
     });
     let addr = format!("{}:{}", cfg.api.host, cfg.api.port);
     let listener = tokio::net::TcpListener::bind(&addr)

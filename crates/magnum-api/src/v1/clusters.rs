@@ -907,6 +907,22 @@ async fn create(app: &AppState, req: &Req) -> ApiResult<Response> {
         group("master", master_count, master_flavor_id, 0),
         group("worker", node_count, flavor_id, min_node_count),
     ];
+    let message = ClusterCreate {
+        cluster_uuid: uuid.clone(),
+        master_count,
+        node_count,
+        create_timeout,
+    };
+    if let Some(staged) = &app.staged {
+        // Upstream's contract: the conductor inserts the cluster and its nodegroups (the
+        // quota was counted above, without the atomic reservation).
+        staged.stage_cluster(row);
+        if let Err(e) = app.conductor.cluster_create(&req.ctx, message).await {
+            staged.discard(&uuid);
+            return Err(e.into());
+        }
+        return respond(StatusCode::ACCEPTED, &json!({"uuid": uuid}));
+    }
     let quota = ClusterQuota {
         scope: req.ctx.clone(),
         limit,
@@ -915,12 +931,6 @@ async fn create(app: &AppState, req: &Req) -> ApiResult<Response> {
         .clusters()
         .create_with_nodegroups(row, groups, Some(quota))
         .await?;
-    let message = ClusterCreate {
-        cluster_uuid: uuid.clone(),
-        master_count,
-        node_count,
-        create_timeout,
-    };
     if let Err(e) = app.conductor.cluster_create(&req.ctx, message).await {
         // The rows exist in CREATE_IN_PROGRESS; the conductor's sweep picks the cluster up.
         tracing::warn!(cluster = %uuid, "cluster_create not delivered to the conductor: {e}");

@@ -646,31 +646,19 @@ async fn create(app: &AppState, req: &Req, cluster: &str) -> ApiResult<Response>
         node_taints: json_text("node_taints"),
         ..NodeGroup::default()
     };
-    match app.db.nodegroups().create(row).await {
-        Ok(_) => {}
-        // A concurrent create took the name: upstream names the cluster by its name.
-        Err(Error::NodeGroupAlreadyExists { name, .. }) => {
-            return Err(Error::NodeGroupAlreadyExists {
-                name,
-                cluster_id: c.name.clone().unwrap_or_default(),
-            }
-            .into());
-        }
-        Err(e) => return Err(e.into()),
-    }
     let message = NodegroupRef {
         cluster_uuid: cluster_uuid.clone(),
         nodegroup_uuid: uuid.clone(),
     };
-    if let Err(e) = app.conductor.nodegroup_create(&req.ctx, message).await {
-        // Unlike a cluster create, the conductor's sweep does not resume a nodegroup create
-        // (it scans in-progress clusters), so the row would stay CREATE_IN_PROGRESS for
-        // ever: take it back and let the caller retry.
-        let ident = magnum_core::ids::Identity::Uuid(uuid.clone());
-        if let Err(undo) = app.db.nodegroups().destroy(&cluster_uuid, &ident).await {
-            tracing::error!(nodegroup = %uuid, "cannot remove an undelivered nodegroup create: {undo}");
+    if let Some(staged) = &app.staged {
+        // Upstream's contract: the conductor inserts the nodegroup.
+        staged.stage_nodegroup(row);
+        if let Err(e) = app.conductor.nodegroup_create(&req.ctx, message).await {
+            staged.discard(&uuid);
+            return Err(e.into());
         }
-        return Err(e.into());
+    } else {
+        insert_then_cast(app, req, &c, row, message).await?;
     }
     doc.insert("uuid".into(), Value::String(uuid.clone()));
     doc.insert("cluster_id".into(), Value::String(cluster_uuid.clone()));
@@ -855,4 +843,38 @@ async fn delete(app: &AppState, req: &Req, cluster: &str, ident: &str) -> ApiRes
     };
     app.conductor.nodegroup_delete(&req.ctx, message).await?;
     no_content()
+}
+
+/// Our contract: the nodegroup row exists before the 202; then the conductor is told.
+async fn insert_then_cast(
+    app: &AppState,
+    req: &Req,
+    c: &Cluster,
+    row: NodeGroup,
+    message: NodegroupRef,
+) -> ApiResult<()> {
+    let (cluster_uuid, uuid) = (message.cluster_uuid.clone(), message.nodegroup_uuid.clone());
+    match app.db.nodegroups().create(row).await {
+        Ok(_) => {}
+        // A concurrent create took the name: upstream names the cluster by its name.
+        Err(Error::NodeGroupAlreadyExists { name, .. }) => {
+            return Err(Error::NodeGroupAlreadyExists {
+                name,
+                cluster_id: c.name.clone().unwrap_or_default(),
+            }
+            .into());
+        }
+        Err(e) => return Err(e.into()),
+    }
+    if let Err(e) = app.conductor.nodegroup_create(&req.ctx, message).await {
+        // Unlike a cluster create, the conductor's sweep does not resume a nodegroup create
+        // (it scans in-progress clusters), so the row would stay CREATE_IN_PROGRESS for
+        // ever: take it back and let the caller retry.
+        let ident = magnum_core::ids::Identity::Uuid(uuid.clone());
+        if let Err(undo) = app.db.nodegroups().destroy(&cluster_uuid, &ident).await {
+            tracing::error!(nodegroup = %uuid, "cannot remove an undelivered nodegroup create: {undo}");
+        }
+        return Err(e.into());
+    }
+    Ok(())
 }

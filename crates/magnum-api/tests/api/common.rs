@@ -234,6 +234,7 @@ pub async fn start_with_settings(auth: Auth, settings: ApiSettings) -> Server {
         settings,
         validator: Arc::new(FakeImages),
         conductor: conductor.clone(),
+        staged: None,
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
