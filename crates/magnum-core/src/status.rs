@@ -12,6 +12,8 @@ macro_rules! string_enum {
 
         impl $name {
             pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            /// The wire spellings, in declaration order (upstream's order).
+            pub const NAMES: &'static [&'static str] = &[$($text),+];
             pub fn as_str(self) -> &'static str {
                 match self { $($name::$variant => $text),+ }
             }

@@ -38,26 +38,7 @@ use crate::version::ApiVersion;
 /// Free text (upstream `wtypes.text`); the bound is the database's TEXT size.
 pub const TEXT: Kind = Kind::Str { min: 0, max: 65535 };
 
-pub const CLUSTER_STATUSES: &[&str] = &[
-    "CREATE_IN_PROGRESS",
-    "CREATE_FAILED",
-    "CREATE_COMPLETE",
-    "UPDATE_IN_PROGRESS",
-    "UPDATE_FAILED",
-    "UPDATE_COMPLETE",
-    "DELETE_IN_PROGRESS",
-    "DELETE_FAILED",
-    "DELETE_COMPLETE",
-    "RESUME_COMPLETE",
-    "RESUME_FAILED",
-    "RESTORE_COMPLETE",
-    "ROLLBACK_IN_PROGRESS",
-    "ROLLBACK_FAILED",
-    "ROLLBACK_COMPLETE",
-    "SNAPSHOT_COMPLETE",
-    "CHECK_COMPLETE",
-    "ADOPT_COMPLETE",
-];
+pub const CLUSTER_STATUSES: &[&str] = magnum_core::status::ClusterStatus::NAMES;
 
 const HEALTH_STATUSES: &[&str] = &["HEALTHY", "UNHEALTHY", "UNKNOWN"];
 

@@ -1,8 +1,6 @@
 //! `magnumd serve` killed with SIGKILL while clusters are being created, then restarted: every
 //! cluster ends COMPLETE, or FAILED once its create_timeout has passed; none stays in progress.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -10,29 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::client::{free_port, wait_for_port};
-
-/// One HTTP/1.1 request with noauth identity headers; (status, JSON body).
-fn http(port: u16, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let body = body.map(Value::to_string).unwrap_or_default();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\
-         OpenStack-API-Version: container-infra 1.14\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out[9..12].parse().unwrap();
-    let json = out
-        .split_once("\r\n\r\n")
-        .and_then(|(_, b)| serde_json::from_str(b).ok())
-        .unwrap_or(Value::Null);
-    (status, json)
-}
+use crate::http;
 
 fn serve(conf: &Path, port: u16, log: &Path) -> Child {
     let log = std::fs::OpenOptions::new()
@@ -51,7 +27,7 @@ fn serve(conf: &Path, port: u16, log: &Path) -> Child {
 }
 
 fn status(port: u16, uuid: &str) -> (String, String) {
-    let (code, c) = http(port, "GET", &format!("/v1/clusters/{uuid}"), None);
+    let (code, c) = http(port, None, "GET", &format!("/v1/clusters/{uuid}"), None);
     assert_eq!(code, 200, "{c}");
     (
         c["status"].as_str().unwrap_or_default().to_owned(),
@@ -81,6 +57,7 @@ fn sigkill_during_create_then_restart_finishes_every_cluster() {
 
     let (code, t) = http(
         port,
+        None,
         "POST",
         "/v1/clustertemplates",
         Some(&json!({"name": "t", "coe": "kubernetes", "image_id": "img",
@@ -90,6 +67,7 @@ fn sigkill_during_create_then_restart_finishes_every_cluster() {
     let create = |name: &str, labels: Value| {
         let (code, r) = http(
             port,
+            None,
             "POST",
             "/v1/clusters",
             Some(&json!({"name": name, "cluster_template_id": "t", "labels": labels})),

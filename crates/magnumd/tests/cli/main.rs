@@ -68,6 +68,41 @@ fn upgrade_then_version(connection: &str) {
 
 /// Run one SQL statement on the server named by `var` (a URL without database), through
 /// magnum-db itself, so the tests need no client programs.
+/// One HTTP/1.1 request at microversion 1.14, with a Keystone token or (None) as noauth's
+/// default caller; (status, JSON body or null).
+pub(crate) fn http(
+    port: u16,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(90)))
+        .unwrap();
+    let body = body.map(serde_json::Value::to_string).unwrap_or_default();
+    let auth = token
+        .map(|t| format!("X-Auth-Token: {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n{auth}\
+         OpenStack-API-Version: container-infra 1.14\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out[9..12].parse().unwrap();
+    let json = out
+        .split_once("\r\n\r\n")
+        .and_then(|(_, b)| serde_json::from_str(b).ok())
+        .unwrap_or(serde_json::Value::Null);
+    (status, json)
+}
+
 pub(crate) fn server_exec(var: &str, admin_db: &str, sql: &str) {
     use sea_orm::ConnectionTrait;
     let base = std::env::var(var).unwrap();

@@ -3,15 +3,14 @@
 //! conductor killed with SIGKILL while casts stream in, and the broker restarted under traffic.
 //! Runs when MAGNUM_TEST_KEYSTONE=1 and MAGNUM_TEST_RABBIT_URL is set (scripts/test sets both).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::client::{Cli, Running, free_port, read_env, repo_root, wait_for_port};
+use crate::http;
 
 fn spawn(conf: &[&Path], sub: &str, log: &Path) -> Child {
     let log = std::fs::File::create(log).unwrap();
@@ -24,29 +23,6 @@ fn spawn(conf: &[&Path], sub: &str, log: &Path) -> Child {
         .stderr(log)
         .spawn()
         .unwrap()
-}
-
-/// One request with a Keystone token; (status, JSON body, elapsed).
-fn http(port: u16, token: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(90))).unwrap();
-    let body = body.map(Value::to_string).unwrap_or_default();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nX-Auth-Token: {token}\r\n\
-         OpenStack-API-Version: container-infra 1.14\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out[9..12].parse().unwrap();
-    let json = out
-        .split_once("\r\n\r\n")
-        .and_then(|(_, b)| serde_json::from_str(b).ok())
-        .unwrap_or(Value::Null);
-    (status, json)
 }
 
 fn rabbitmqctl(args: &[&str]) {
@@ -177,7 +153,7 @@ fn api_and_two_conductors_over_rabbitmq() {
         .to_owned();
     let (code, t) = http(
         api_port,
-        &token,
+        Some(&token),
         "POST",
         "/v1/clustertemplates",
         Some(
@@ -194,7 +170,7 @@ fn api_and_two_conductors_over_rabbitmq() {
         }
         let (code, r) = http(
             api_port,
-            &token,
+            Some(&token),
             "POST",
             "/v1/clusters",
             Some(
@@ -210,7 +186,7 @@ fn api_and_two_conductors_over_rabbitmq() {
         loop {
             let (code, c) = http(
                 api_port,
-                &token,
+                Some(&token),
                 "GET",
                 &format!("/v1/clusters/{uuid}"),
                 None,
@@ -228,10 +204,10 @@ fn api_and_two_conductors_over_rabbitmq() {
     // The broker goes away: calls fail fast with a 503 in the errors shape, then everything
     // recovers by itself once it is back.
     let ca = format!("/v1/certificates/{}", accepted[0]);
-    assert_eq!(http(api_port, &token, "GET", &ca, None).0, 200);
+    assert_eq!(http(api_port, Some(&token), "GET", &ca, None).0, 200);
     rabbitmqctl(&["stop_app"]);
     let started = Instant::now();
-    let (code, body) = http(api_port, &token, "GET", &ca, None);
+    let (code, body) = http(api_port, Some(&token), "GET", &ca, None);
     let down_for = started.elapsed();
     rabbitmqctl(&["start_app"]);
     assert_eq!(code, 503, "{body}");
@@ -239,7 +215,7 @@ fn api_and_two_conductors_over_rabbitmq() {
     assert!(down_for < Duration::from_secs(5), "took {down_for:?}");
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
-        let (code, body) = http(api_port, &token, "GET", &ca, None);
+        let (code, body) = http(api_port, Some(&token), "GET", &ca, None);
         if code == 200 {
             break;
         }
@@ -250,7 +226,7 @@ fn api_and_two_conductors_over_rabbitmq() {
     for uuid in &accepted {
         let (code, r) = http(
             api_port,
-            &token,
+            Some(&token),
             "DELETE",
             &format!("/v1/clusters/{uuid}"),
             None,
@@ -261,7 +237,7 @@ fn api_and_two_conductors_over_rabbitmq() {
     for uuid in &accepted {
         while http(
             api_port,
-            &token,
+            Some(&token),
             "GET",
             &format!("/v1/clusters/{uuid}"),
             None,

@@ -37,26 +37,7 @@ const TRUE: FieldDefault = FieldDefault::Bool(true);
 const FALSE: FieldDefault = FieldDefault::Bool(false);
 
 /// magnum.objects.fields.ClusterStatus.
-pub const CLUSTER_STATUS: &[&str] = &[
-    "CREATE_IN_PROGRESS",
-    "CREATE_FAILED",
-    "CREATE_COMPLETE",
-    "UPDATE_IN_PROGRESS",
-    "UPDATE_FAILED",
-    "UPDATE_COMPLETE",
-    "DELETE_IN_PROGRESS",
-    "DELETE_FAILED",
-    "DELETE_COMPLETE",
-    "RESUME_COMPLETE",
-    "RESUME_FAILED",
-    "RESTORE_COMPLETE",
-    "ROLLBACK_IN_PROGRESS",
-    "ROLLBACK_FAILED",
-    "ROLLBACK_COMPLETE",
-    "SNAPSHOT_COMPLETE",
-    "CHECK_COMPLETE",
-    "ADOPT_COMPLETE",
-];
+pub const CLUSTER_STATUS: &[&str] = magnum_core::status::ClusterStatus::NAMES;
 /// FederationStatus: the first nine cluster statuses.
 const FEDERATION_STATUS: &[&str] = CLUSTER_STATUS.split_at(9).0;
 const HEALTH_STATUS: &[&str] = &["HEALTHY", "UNHEALTHY", "UNKNOWN"];
