@@ -11,22 +11,30 @@ use crate::certs::{CaType, ClusterCertRefs, ClusterPki};
 use crate::notify::{Action, Outcome};
 use crate::service::Inner;
 
+/// The CA a request names, and the cluster's certificate references and store context.
+async fn cluster_ca(
+    inner: &Inner,
+    ctx: &RequestContext,
+    cluster_uuid: &str,
+    ca_cert_type: Option<&str>,
+) -> Result<(CaType, ClusterCertRefs, RequestContext)> {
+    let ca = CaType::parse(ca_cert_type)?;
+    let cluster = inner.db.clusters().get_by_uuid(ctx, cluster_uuid).await?;
+    Ok((
+        ca,
+        ClusterCertRefs::from_cluster(&cluster),
+        cert_ctx(&cluster),
+    ))
+}
+
 pub(crate) async fn sign(
     inner: &Inner,
     ctx: &RequestContext,
     req: SignCertificate,
 ) -> Result<String> {
-    let ca = CaType::parse(req.ca_cert_type.as_deref())?;
-    let cluster = inner
-        .db
-        .clusters()
-        .get_by_uuid(ctx, &req.cluster_uuid)
-        .await?;
-    let refs = ClusterCertRefs::from_cluster(&cluster);
-    inner
-        .pki
-        .sign(&cert_ctx(&cluster), &refs, ca, &req.csr)
-        .await
+    let (ca, refs, certs_ctx) =
+        cluster_ca(inner, ctx, &req.cluster_uuid, req.ca_cert_type.as_deref()).await?;
+    inner.pki.sign(&certs_ctx, &refs, ca, &req.csr).await
 }
 
 pub(crate) async fn get_ca(
@@ -34,17 +42,9 @@ pub(crate) async fn get_ca(
     ctx: &RequestContext,
     req: GetCaCertificate,
 ) -> Result<String> {
-    let ca = CaType::parse(req.ca_cert_type.as_deref())?;
-    let cluster = inner
-        .db
-        .clusters()
-        .get_by_uuid(ctx, &req.cluster_uuid)
-        .await?;
-    let refs = ClusterCertRefs::from_cluster(&cluster);
-    inner
-        .pki
-        .ca_certificate(&cert_ctx(&cluster), &refs, ca)
-        .await
+    let (ca, refs, certs_ctx) =
+        cluster_ca(inner, ctx, &req.cluster_uuid, req.ca_cert_type.as_deref()).await?;
+    inner.pki.ca_certificate(&certs_ctx, &refs, ca).await
 }
 
 /// New CAs replace the old ones only once the driver has accepted them; a driver that cannot
