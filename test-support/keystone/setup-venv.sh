@@ -1,60 +1,12 @@
 #!/usr/bin/env bash
 # Creates (or reuses) the Python venv with real Keystone, the OpenStack clients and gunicorn.
-#   MAGNUM_TEST_VENV    venv directory (default /var/tmp/magnum-rs-venv, outside the clone so
-#                       later runs on the same machine reuse it)
+#   MAGNUM_TEST_VENV    venv directory (default /var/tmp/magnum-rs-venv)
 #   MAGNUM_TEST_PYTHON  interpreter to build it with (default: first CPython >= 3.11 found)
 # Prints nothing but errors when the venv is already complete; exits non-zero on failure.
 set -euo pipefail
-
 here=$(cd "$(dirname "$0")" && pwd)
-venv=${MAGNUM_TEST_VENV:-/var/tmp/magnum-rs-venv}
-marker=$venv/.magnum-rs-complete
-
-# Keystone 30 requires Python >= 3.11. pyenv's 3.11 is tried explicitly because a fresh
-# machine's PATH may put an older system python3 first.
-find_python() {
-    local c candidates=(python3.11 /root/.pyenv/versions/3.11*/bin/python3.11 python3.12 python3.13 python3)
-    [[ -n ${MAGNUM_TEST_PYTHON:-} ]] && candidates=("$MAGNUM_TEST_PYTHON")
-    for c in "${candidates[@]}"; do
-        if command -v "$c" >/dev/null 2>&1 &&
-            "$c" -c 'import sys, venv; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-            command -v "$c"
-            return 0
-        fi
-    done
-    echo "setup-venv: no CPython >= 3.11 with the venv module found (set MAGNUM_TEST_PYTHON)" >&2
-    return 1
-}
-
-python=$(find_python)
-# The marker records what was installed: both pin files and the interpreter version. Any
-# change rebuilds the venv from scratch, so a stale package never survives a re-pin.
-want=$({ cat "$here/requirements.txt" "$here/constraints.txt"; "$python" -VV; } | sha256sum | cut -d' ' -f1)
-complete() { [[ -f $marker && $(cat "$marker") == "$want" && -x $venv/bin/keystone-manage ]]; }
-complete && exit 0
-
-# Test binaries may call start.sh at the same time on a fresh machine: one builds, the others
-# wait for it and then find the venv complete.
-mkdir -p "$(dirname "$venv")"
-exec 9>"$venv.lock"
-flock 9
-complete && exit 0
-
-echo "setup-venv: building $venv with $("$python" -V 2>&1)" >&2
-rm -rf "$venv"
-"$python" -m venv "$venv"
-export PIP_DISABLE_PIP_VERSION_CHECK=1
-# The pinned pip first: it installs the lock in ~55 s where Python 3.11's bundled 23.2 takes ~80.
-"$venv/bin/pip" install --quiet --no-input -c "$here/constraints.txt" pip
-# Wheels only: nothing in the lock needs a compiler, and a source build would be slow and
-# need build headers a fresh machine lacks.
-"$venv/bin/pip" install --quiet --no-input --only-binary=:all: \
-    -r "$here/requirements.txt" -c "$here/constraints.txt"
-# Fail here, not in the first test, if the WSGI entry point or the CLIs are missing.
-for exe in keystone-manage gunicorn openstack; do
-    [[ -x $venv/bin/$exe ]] || { echo "setup-venv: $venv/bin/$exe missing after install" >&2; exit 1; }
-done
-"$venv/bin/python" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("keystone.wsgi.api") is None)' ||
-    { echo "setup-venv: keystone.wsgi.api not importable" >&2; exit 1; }
-echo "$want" >"$marker"
-echo "setup-venv: ready: $venv" >&2
+. "$here/../venv-lib.sh"
+# The WSGI entry point and the CLIs must be there.
+build_venv "$here" "${MAGNUM_TEST_VENV:-/var/tmp/magnum-rs-venv}" \
+    'test -x bin/keystone-manage && test -x bin/gunicorn && test -x bin/openstack &&
+     bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec(\"keystone.wsgi.api\") is None)"'
