@@ -7,6 +7,7 @@ mod client;
 mod crash;
 mod lifecycle;
 mod rabbit;
+mod upstream;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -1,0 +1,481 @@
+//! Interoperability with upstream Python Magnum 23.0.0 over RabbitMQ (oslo.messaging wire
+//! format), both sides on one MariaDB:
+//! (a) upstream's own conductor RPC client (`magnum.conductor.api.API`, driven by
+//!     test-support/upstream/conductor_client.py) gets the CA and a signed certificate from
+//!     `magnumd conductor`, and its `cluster_delete` cast is carried out by it;
+//! (b) upstream's `magnum-conductor` serves `magnumd api`'s `cluster_create` (with
+//!     `[api] create_cluster_in_conductor = true`): the Python conductor inserts the cluster
+//!     and its default nodegroups and sets the outcome (CREATE_FAILED: no driver upstream).
+//! Runs when MAGNUM_TEST_KEYSTONE=1, MAGNUM_TEST_UPSTREAM=1 and MAGNUM_TEST_RABBIT_URL are set.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::client::{Cli, Running, free_port, read_env, repo_root, wait_for_port};
+
+/// Children in their own process groups, killed (group and all) on drop.
+struct Procs(Vec<Child>);
+
+impl Procs {
+    fn spawn(&mut self, mut cmd: Command, log: &Path) -> usize {
+        let log = std::fs::File::create(log).unwrap();
+        let child = cmd
+            .process_group(0)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.0.push(child);
+        self.0.len() - 1
+    }
+
+    fn stop(&mut self, i: usize) {
+        let c = &mut self.0[i];
+        // The group id is the pid of a child this test started (process_group(0)).
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", c.id())])
+            .stderr(Stdio::null())
+            .status();
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for i in 0..self.0.len() {
+            self.stop(i);
+        }
+    }
+}
+
+/// Drops the test database at the end, also when the test fails.
+struct Db(String);
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let name = self.0.clone();
+        let _ = std::panic::catch_unwind(move || {
+            crate::server_exec(
+                "MAGNUM_TEST_MYSQL_URL",
+                "mysql",
+                &format!("DROP DATABASE {name}"),
+            );
+        });
+    }
+}
+
+fn magnumd(conf: &Path, sub: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_magnumd"));
+    cmd.arg("--config-file").arg(conf).arg(sub);
+    cmd
+}
+
+/// One request with a Keystone token: (status, JSON body).
+fn http(port: u16, token: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(90))).unwrap();
+    let body = body.map(Value::to_string).unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nX-Auth-Token: {token}\r\n\
+         OpenStack-API-Version: container-infra 1.14\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out[9..12].parse().unwrap();
+    let json = out
+        .split_once("\r\n\r\n")
+        .and_then(|(_, b)| serde_json::from_str(b).ok())
+        .unwrap_or(Value::Null);
+    (status, json)
+}
+
+fn log_of(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+fn tag() -> String {
+    format!(
+        "{:x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos()
+            % 0xffff_ffff
+    )
+}
+
+/// The upstream venv (built on first use), or None when the test is to be skipped.
+fn gate() -> Option<(String, PathBuf)> {
+    let rabbit = std::env::var("MAGNUM_TEST_RABBIT_URL")
+        .ok()
+        .filter(|v| !v.is_empty());
+    let on = |v: &str| std::env::var(v).as_deref() == Ok("1");
+    let (Some(rabbit), true, true) = (
+        rabbit,
+        on("MAGNUM_TEST_KEYSTONE"),
+        on("MAGNUM_TEST_UPSTREAM"),
+    ) else {
+        assert!(
+            !on("MAGNUM_TEST_REQUIRE_ALL"),
+            "MAGNUM_TEST_RABBIT_URL, MAGNUM_TEST_KEYSTONE or MAGNUM_TEST_UPSTREAM unset"
+        );
+        eprintln!(
+            "skipping: needs MAGNUM_TEST_RABBIT_URL, MAGNUM_TEST_KEYSTONE=1, MAGNUM_TEST_UPSTREAM=1"
+        );
+        return None;
+    };
+    let st = Command::new("bash")
+        .arg(repo_root().join("test-support/upstream/setup-venv.sh"))
+        .status()
+        .unwrap();
+    assert!(st.success(), "upstream venv setup failed");
+    let venv = std::env::var("MAGNUM_TEST_UPSTREAM_VENV")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "/var/tmp/magnum-rs-upstream-venv".into());
+    Some((rabbit, PathBuf::from(venv)))
+}
+
+#[test]
+fn upstream_client_and_upstream_conductor_interoperate() {
+    let Some((rabbit, venv)) = gate() else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let ks_dir = w.join("keystone");
+    let (ks_port, api_port) = (free_port(), free_port());
+    let _keystone = Running {
+        api: None,
+        keystone_dir: ks_dir.clone(),
+    };
+    let st = Command::new("bash")
+        .arg(repo_root().join("test-support/keystone/start.sh"))
+        .arg(&ks_dir)
+        .arg(ks_port.to_string())
+        .arg(format!("http://127.0.0.1:{api_port}"))
+        .status()
+        .unwrap();
+    assert!(st.success(), "keystone did not start");
+    let env = read_env(&ks_dir.join("env.sh"));
+    let (db_url, db_name) =
+        crate::fresh_database("MAGNUM_TEST_MYSQL_URL", "mysql+pymysql").unwrap();
+    let _db = Db(db_name);
+    let tag = tag();
+    // One file for both sides; everything but the topic, the API port and
+    // create_cluster_in_conductor is shared by (a) and (b).
+    let conf = |name: &str, topic: &str, port: u16, in_conductor: bool| {
+        let p = w.join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "[DEFAULT]\ntransport_url = {rabbit}\ncontrol_exchange = magnum_{tag}\n\
+                 rpc_response_timeout = 30\nhost = {name}-{tag}\ndebug = true\n\n\
+                 [conductor]\ntopic = {topic}\nworkers = 1\n\n\
+                 [oslo_messaging_notifications]\ndriver = messagingv2\ntopics = notifications_{tag}\n\n\
+                 [api]\nhost = 127.0.0.1\nport = {port}\ncreate_cluster_in_conductor = {in_conductor}\n\n\
+                 [database]\nconnection = {db_url}\n\n\
+                 [keystone_authtoken]\nwww_authenticate_uri = {auth}\nauth_url = {auth}\nauth_type = password\n\
+                 username = {user}\npassword = {pw}\nuser_domain_name = Default\nproject_name = service\n\
+                 project_domain_name = Default\n\n\
+                 [keystone_auth]\nauth_url = {auth}\nauth_type = password\n\
+                 username = {user}\npassword = {pw}\nuser_domain_name = Default\nproject_name = service\n\
+                 project_domain_name = Default\n\n{sim}",
+                auth = env["MAGNUM_TEST_AUTH_URL"],
+                user = env["MAGNUM_TEST_SERVICE_USER"],
+                pw = env["MAGNUM_TEST_SERVICE_PASSWORD"],
+                sim = crate::lifecycle::FAST_SIMULATION,
+            ),
+        )
+        .unwrap();
+        p
+    };
+    let conf_a = conf("rust", &format!("magnum-conductor-{tag}"), api_port, false);
+    // (b)'s API takes (a)'s port once (a) is stopped: Keystone's catalog points there.
+    let conf_b = conf("py", &format!("magnum-conductor-py-{tag}"), api_port, true);
+    let up = crate::magnumd(&[
+        "--config-file",
+        &conf_a.display().to_string(),
+        "db",
+        "upgrade",
+    ]);
+    assert!(up.status.success(), "{}", crate::text(&up.stderr));
+
+    let mut procs = Procs(Vec::new());
+    let api = procs.spawn(magnumd(&conf_a, "api"), &w.join("api.log"));
+    let conductor = procs.spawn(magnumd(&conf_a, "conductor"), &w.join("conductor.log"));
+    wait_for_port(api_port, &mut procs.0[api]);
+    let cli = Cli {
+        openstack: env["MAGNUM_TEST_OPENSTACK"].clone(),
+        clouds: Some(env["OS_CLIENT_CONFIG_FILE"].clone()),
+        global: Vec::new(),
+    };
+    let token = cli
+        .ok(
+            "demo-member",
+            &["token", "issue", "-f", "value", "-c", "id"],
+        )
+        .trim()
+        .to_owned();
+
+    // (a) A cluster made by our API and conductor, then upstream's client against our conductor.
+    let (code, t) = http(
+        api_port,
+        &token,
+        "POST",
+        "/v1/clustertemplates",
+        Some(
+            &json!({"name": "interop", "coe": "kubernetes", "image_id": "img",
+                     "external_network_id": "public"}),
+        ),
+    );
+    assert_eq!(code, 201, "{t}");
+    let (code, r) = http(
+        api_port,
+        &token,
+        "POST",
+        "/v1/clusters",
+        Some(&json!({"name": "made-by-rust", "cluster_template_id": "interop", "node_count": 1})),
+    );
+    assert_eq!(code, 202, "{r}");
+    let uuid = r["uuid"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (code, c) = http(
+            api_port,
+            &token,
+            "GET",
+            &format!("/v1/clusters/{uuid}"),
+            None,
+        );
+        assert_eq!(code, 200, "{c}");
+        if c["status"] == "CREATE_COMPLETE" {
+            break;
+        }
+        assert_eq!(c["status"], "CREATE_IN_PROGRESS", "{c}");
+        assert!(Instant::now() < deadline, "{uuid} never completed: {c}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let (code, ours) = http(
+        api_port,
+        &token,
+        "GET",
+        &format!("/v1/certificates/{uuid}"),
+        None,
+    );
+    assert_eq!(code, 200, "{ours}");
+    let our_ca = ours["pem"].as_str().unwrap().to_owned();
+
+    let out = Command::new(venv.join("bin/python"))
+        .arg(repo_root().join("test-support/upstream/conductor_client.py"))
+        .arg(&conf_a)
+        .arg(&uuid)
+        .output()
+        .unwrap();
+    let stdout = crate::text(&out.stdout);
+    let stderr = crate::text(&out.stderr);
+    let got: Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no JSON from the upstream client: {stdout}\n{stderr}"));
+    assert!(
+        out.status.success() && got.get("error").is_none(),
+        "upstream client failed: {got}\n{stderr}\nconductor log:\n{}",
+        log_of(&w.join("conductor.log"))
+    );
+    eprintln!("upstream client got: {got}");
+    assert_eq!(got["cluster"]["status"], "CREATE_COMPLETE", "{got}");
+    assert_eq!(
+        got["ca_pem"].as_str().unwrap().trim(),
+        our_ca.trim(),
+        "the CA upstream's client got is the one our API shows"
+    );
+    assert_eq!(got["signed_cluster_uuid"], uuid.as_str(), "{got}");
+    std::fs::write(w.join("ca.pem"), got["ca_pem"].as_str().unwrap()).unwrap();
+    std::fs::write(w.join("signed.pem"), got["signed_pem"].as_str().unwrap()).unwrap();
+    let verify = Command::new("openssl")
+        .arg("verify")
+        .arg("-CAfile")
+        .arg(w.join("ca.pem"))
+        .arg(w.join("signed.pem"))
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "openssl verify: {}{}",
+        crate::text(&verify.stdout),
+        crate::text(&verify.stderr)
+    );
+    // The cast: our conductor deletes the cluster (DELETE_IN_PROGRESS, then gone).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen = Vec::new();
+    loop {
+        let (code, c) = http(
+            api_port,
+            &token,
+            "GET",
+            &format!("/v1/clusters/{uuid}"),
+            None,
+        );
+        if code == 404 {
+            break;
+        }
+        assert_eq!(code, 200, "{c}");
+        let st = c["status"].as_str().unwrap_or_default().to_owned();
+        if seen.last() != Some(&st) {
+            seen.push(st);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never deleted after upstream's cast; statuses {seen:?}; conductor log:\n{}",
+            log_of(&w.join("conductor.log"))
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("statuses after upstream's cluster_delete cast: {seen:?} then 404");
+    assert!(
+        seen.iter()
+            .all(|s| s == "CREATE_COMPLETE" || s == "DELETE_IN_PROGRESS"),
+        "{seen:?}"
+    );
+    procs.stop(conductor);
+    procs.stop(api);
+
+    // (b) Upstream's magnum-conductor serves our API's cluster_create.
+    let mut py = Command::new(venv.join("bin/magnum-conductor"));
+    py.arg("--config-file").arg(&conf_b);
+    let py_i = procs.spawn(py, &w.join("py-conductor.log"));
+    let api_b = procs.spawn(magnumd(&conf_b, "api"), &w.join("api-b.log"));
+    wait_for_port(api_port, &mut procs.0[api_b]);
+    // The Python conductor beats into our magnum_service table under its host.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let services = cli.json("admin", &["coe", "service", "list"]);
+        let up = services.as_array().is_some_and(|a| {
+            a.iter().any(|s| {
+                s["binary"] == "magnum-conductor" && s["host"] == format!("py-{tag}").as_str()
+            })
+        });
+        if up {
+            break;
+        }
+        if let Ok(Some(st)) = procs.0[py_i].try_wait() {
+            panic!(
+                "upstream conductor exited {st}:\n{}",
+                log_of(&w.join("py-conductor.log"))
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "upstream conductor not up: {services}\n{}",
+            log_of(&w.join("py-conductor.log"))
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Its heartbeat row is written once it serves; give the consumer a moment to attach.
+    std::thread::sleep(Duration::from_secs(2));
+    let (code, r) = http(
+        api_port,
+        &token,
+        "POST",
+        "/v1/clusters",
+        Some(
+            &json!({"name": "made-by-python", "cluster_template_id": "interop",
+                     "master_count": 1, "node_count": 2}),
+        ),
+    );
+    assert_eq!(code, 202, "{r}");
+    let uuid = r["uuid"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen = Vec::new();
+    let cluster = loop {
+        let (code, c) = http(
+            api_port,
+            &token,
+            "GET",
+            &format!("/v1/clusters/{uuid}"),
+            None,
+        );
+        if code == 200 {
+            let st = c["status"].as_str().unwrap_or_default().to_owned();
+            if seen.last() != Some(&st) {
+                seen.push(st.clone());
+            }
+            if st.ends_with("_FAILED") || st.ends_with("_COMPLETE") {
+                break c;
+            }
+        } else {
+            assert_eq!(code, 404, "{c}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "upstream conductor never finished {uuid} (statuses {seen:?}):\n{}\napi:\n{}",
+            log_of(&w.join("py-conductor.log")),
+            log_of(&w.join("api-b.log"))
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    eprintln!(
+        "upstream conductor: statuses {seen:?}; final status {} reason {}",
+        cluster["status"], cluster["status_reason"]
+    );
+    assert_eq!(cluster["status"], "CREATE_FAILED", "{cluster}");
+    assert!(
+        cluster["status_reason"]
+            .as_str()
+            .is_some_and(|r| !r.is_empty()),
+        "{cluster}"
+    );
+    assert_eq!(cluster["name"], "made-by-python", "{cluster}");
+    assert_eq!(cluster["master_count"], 1, "{cluster}");
+    assert_eq!(cluster["node_count"], 2, "{cluster}");
+    let (code, ngs) = http(
+        api_port,
+        &token,
+        "GET",
+        &format!("/v1/clusters/{uuid}/nodegroups"),
+        None,
+    );
+    assert_eq!(code, 200, "{ngs}");
+    let mut roles: Vec<(String, i64)> = ngs["nodegroups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["role"].as_str().unwrap_or_default().to_owned(),
+                n["node_count"].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect();
+    roles.sort();
+    eprintln!("nodegroups inserted upstream: {ngs}");
+    assert_eq!(
+        roles,
+        [("master".to_owned(), 1), ("worker".to_owned(), 2)],
+        "{ngs}"
+    );
+    // Upstream generated the cluster's CA into our database (x509keypair): our API serves it.
+    let (code, ca) = http(
+        api_port,
+        &token,
+        "GET",
+        &format!("/v1/certificates/{uuid}"),
+        None,
+    );
+    eprintln!("CA of the upstream-created cluster through our API: {code}");
+    let _ = ca;
+    drop(procs);
+}
