@@ -12,6 +12,17 @@ mod upstream;
 use std::path::Path;
 use std::process::{Command, Output};
 
+/// Held by tests that use the machine's RabbitMQ: one of them stops the broker on purpose,
+/// which must not happen under another's feet.
+pub(crate) static BROKER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+pub(crate) fn broker_lock() -> std::sync::MutexGuard<'static, ()> {
+    // A test that failed while holding it leaves nothing to repair.
+    BROKER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 pub(crate) fn magnumd(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_magnumd"))
         .args(args)

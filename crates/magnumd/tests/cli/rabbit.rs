@@ -59,6 +59,7 @@ fn api_and_two_conductors_over_rabbitmq() {
         eprintln!("skipping: needs MAGNUM_TEST_RABBIT_URL and MAGNUM_TEST_KEYSTONE=1");
         return;
     };
+    let _broker = crate::broker_lock();
     let work = tempfile::tempdir().unwrap();
     let ks_dir = work.path().join("keystone");
     let (ks_port, api_port) = (free_port(), free_port());

@@ -158,6 +158,7 @@ fn upstream_client_and_upstream_conductor_interoperate() {
     let Some((rabbit, venv)) = gate() else {
         return;
     };
+    let _broker = crate::broker_lock();
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
     let ks_dir = w.join("keystone");
@@ -368,6 +369,12 @@ fn upstream_client_and_upstream_conductor_interoperate() {
     // The Python conductor beats into our magnum_service table under its host.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
+        if let Ok(Some(status)) = procs.0[api_b].try_wait() {
+            panic!(
+                "magnumd api exited ({status}):\n{}",
+                log_of(&w.join("api-b.log"))
+            );
+        }
         let services = cli.json("admin", &["coe", "service", "list"]);
         let up = services.as_array().is_some_and(|a| {
             a.iter().any(|s| {
