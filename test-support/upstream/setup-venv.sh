@@ -1,57 +1,14 @@
 #!/usr/bin/env bash
 # Creates (or reuses) the Python venv with upstream Magnum 23.0.0 (oslo.versionedobjects,
-# oslo.messaging), against which the object codec's interop tests compare.
-#   MAGNUM_TEST_UPSTREAM_VENV  venv directory (default /var/tmp/magnum-rs-upstream-venv,
-#                              outside the clone so later runs on the same machine reuse it)
+# oslo.messaging, PyMySQL), the peer of the object codec's and the interop tests.
+#   MAGNUM_TEST_UPSTREAM_VENV  venv directory (default /var/tmp/magnum-rs-upstream-venv)
 #   MAGNUM_TEST_PYTHON         interpreter to build it with (default: first CPython >= 3.11)
 # Prints nothing but errors when the venv is already complete; exits non-zero on failure.
 set -euo pipefail
-
 here=$(cd "$(dirname "$0")" && pwd)
-venv=${MAGNUM_TEST_UPSTREAM_VENV:-/var/tmp/magnum-rs-upstream-venv}
-marker=$venv/.magnum-rs-complete
-
-# Magnum 23 supports Python >= 3.10; the lock was made on 3.11, tried first because a fresh
-# machine's PATH may put another system python3 first.
-find_python() {
-    local c candidates=(python3.11 /root/.pyenv/versions/3.11*/bin/python3.11 python3.12 python3.13 python3)
-    [[ -n ${MAGNUM_TEST_PYTHON:-} ]] && candidates=("$MAGNUM_TEST_PYTHON")
-    for c in "${candidates[@]}"; do
-        if command -v "$c" >/dev/null 2>&1 &&
-            "$c" -c 'import sys, venv; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-            command -v "$c"
-            return 0
-        fi
-    done
-    echo "setup-venv: no CPython >= 3.11 with the venv module found (set MAGNUM_TEST_PYTHON)" >&2
-    return 1
-}
-
-python=$(find_python)
-# The marker records what was installed: both pin files and the interpreter version. Any
-# change rebuilds the venv from scratch, so a stale package never survives a re-pin.
-want=$({ cat "$here/requirements.txt" "$here/constraints.txt"; "$python" -VV; } | sha256sum | cut -d' ' -f1)
-complete() { [[ -f $marker && $(cat "$marker") == "$want" && -x $venv/bin/python ]]; }
-complete && exit 0
-
-# Several test threads may call this at once on a fresh machine: one builds, the others
-# wait for it and then find the venv complete.
-mkdir -p "$(dirname "$venv")"
-exec 9>"$venv.lock"
-flock 9
-complete && exit 0
-
-echo "setup-venv: building $venv with $("$python" -V 2>&1)" >&2
-rm -rf "$venv"
-"$python" -m venv "$venv"
-export PIP_DISABLE_PIP_VERSION_CHECK=1
-"$venv/bin/pip" install --quiet --no-input -c "$here/constraints.txt" pip
+. "$here/../venv-lib.sh"
 # Wheels only, except simplegeneric (a WSME dependency published only as a pure-Python
-# source archive; it builds without a compiler).
-"$venv/bin/pip" install --quiet --no-input --only-binary=:all: --no-binary=simplegeneric \
-    -r "$here/requirements.txt" -c "$here/constraints.txt"
-# Fail here, not in the first test, if the object layer cannot be imported.
-"$venv/bin/python" -W ignore -c 'import magnum.objects, oslo_versionedobjects' ||
-    { echo "setup-venv: magnum.objects not importable" >&2; exit 1; }
-echo "$want" >"$marker"
-echo "setup-venv: ready: $venv" >&2
+# source archive; it builds without a compiler). The object layer must import.
+build_venv "$here" "${MAGNUM_TEST_UPSTREAM_VENV:-/var/tmp/magnum-rs-upstream-venv}" \
+    'bin/python -W ignore -c "import magnum.objects, oslo_versionedobjects"' \
+    --no-binary=simplegeneric

@@ -73,6 +73,38 @@ pub(crate) fn wait_for_port(port: u16, child: &mut Child) {
     }
 }
 
+/// A real Keystone for this test (stopped when the guard drops) whose catalog points
+/// container-infra at `api_port`, and its env.sh values.
+pub(crate) fn start_keystone(work: &Path, api_port: u16) -> (Running, HashMap<String, String>) {
+    let ks_dir = work.join("keystone");
+    let guard = Running {
+        api: None,
+        keystone_dir: ks_dir.clone(),
+    };
+    let st = Command::new("bash")
+        .arg(repo_root().join("test-support/keystone/start.sh"))
+        .arg(&ks_dir)
+        .arg(free_port().to_string())
+        .arg(format!("http://127.0.0.1:{api_port}"))
+        .status()
+        .unwrap();
+    assert!(st.success(), "keystone did not start");
+    let env = read_env(&ks_dir.join("env.sh"));
+    (guard, env)
+}
+
+/// magnum.conf's `[keystone_authtoken]` with the test Keystone's service user.
+pub(crate) fn authtoken_section(env: &HashMap<String, String>) -> String {
+    format!(
+        "[keystone_authtoken]\nwww_authenticate_uri = {auth}\nauth_url = {auth}\nauth_type = password\n\
+         username = {user}\npassword = {pw}\nuser_domain_name = Default\nproject_name = service\n\
+         project_domain_name = Default\n",
+        auth = env["MAGNUM_TEST_AUTH_URL"],
+        user = env["MAGNUM_TEST_SERVICE_USER"],
+        pw = env["MAGNUM_TEST_SERVICE_PASSWORD"],
+    )
+}
+
 /// A raw HTTP request, for what the python client cannot send (a bogus token).
 fn raw_get(port: u16, path: &str, token: &str) -> String {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -180,20 +212,8 @@ fn openstack_coe_commands_as_each_persona() {
     let mysql = std::env::var("MAGNUM_TEST_MYSQL_URL").expect("MAGNUM_TEST_MYSQL_URL");
     let work = tempfile::tempdir().unwrap();
     let ks_dir = work.path().join("keystone");
-    let (ks_port, api_port) = (free_port(), free_port());
-    let mut running = Running {
-        api: None,
-        keystone_dir: ks_dir.clone(),
-    };
-    let st = Command::new("bash")
-        .arg(repo_root().join("test-support/keystone/start.sh"))
-        .arg(&ks_dir)
-        .arg(ks_port.to_string())
-        .arg(format!("http://127.0.0.1:{api_port}"))
-        .status()
-        .unwrap();
-    assert!(st.success(), "keystone did not start");
-    let env = read_env(&ks_dir.join("env.sh"));
+    let api_port = free_port();
+    let (mut running, env) = crate::client::start_keystone(work.path(), api_port);
 
     // magnum.conf as an operator writes it: MariaDB, Keystone service credentials.
     let (db_url, db_name) =
@@ -204,12 +224,8 @@ fn openstack_coe_commands_as_each_persona() {
         &conf,
         format!(
             "[api]\nhost = 127.0.0.1\nport = {api_port}\n\n[database]\nconnection = {db_url}\n\n\
-             [keystone_authtoken]\nwww_authenticate_uri = {auth}\nauth_url = {auth}\nauth_type = password\n\
-             username = {user}\npassword = {pw}\nuser_domain_name = Default\nproject_name = service\n\
-             project_domain_name = Default\n\n{sim}",
-            auth = env["MAGNUM_TEST_AUTH_URL"],
-            user = env["MAGNUM_TEST_SERVICE_USER"],
-            pw = env["MAGNUM_TEST_SERVICE_PASSWORD"],
+             {ks}\n{sim}",
+            ks = crate::client::authtoken_section(&env),
             sim = crate::lifecycle::FAST_SIMULATION,
         ),
     )

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::client::{Cli, Running, free_port, read_env, repo_root, wait_for_port};
+use crate::client::{Cli, free_port, wait_for_port};
 use crate::http;
 
 fn spawn(conf: &[&Path], sub: &str, log: &Path) -> Child {
@@ -61,21 +61,8 @@ fn api_and_two_conductors_over_rabbitmq() {
     };
     let _broker = crate::broker_lock();
     let work = tempfile::tempdir().unwrap();
-    let ks_dir = work.path().join("keystone");
-    let (ks_port, api_port) = (free_port(), free_port());
-    let _keystone = Running {
-        api: None,
-        keystone_dir: ks_dir.clone(),
-    };
-    let st = Command::new("bash")
-        .arg(repo_root().join("test-support/keystone/start.sh"))
-        .arg(&ks_dir)
-        .arg(ks_port.to_string())
-        .arg(format!("http://127.0.0.1:{api_port}"))
-        .status()
-        .unwrap();
-    assert!(st.success(), "keystone did not start");
-    let env = read_env(&ks_dir.join("env.sh"));
+    let api_port = free_port();
+    let (_keystone, env) = crate::client::start_keystone(work.path(), api_port);
     let (db_url, db_name) =
         crate::fresh_database("MAGNUM_TEST_MYSQL_URL", "mysql+pymysql").unwrap();
     // A private exchange and topic, so nothing else on the broker interferes.
@@ -88,12 +75,8 @@ fn api_and_two_conductors_over_rabbitmq() {
              [conductor]\ntopic = magnum-conductor-{tag}\n\n\
              [oslo_messaging_notifications]\ndriver = messagingv2\ntopics = notifications_{tag}\n\n\
              [api]\nhost = 127.0.0.1\nport = {api_port}\n\n[database]\nconnection = {db_url}\n\n\
-             [keystone_authtoken]\nwww_authenticate_uri = {auth}\nauth_url = {auth}\nauth_type = password\n\
-             username = {user}\npassword = {pw}\nuser_domain_name = Default\nproject_name = service\n\
-             project_domain_name = Default\n\n{sim}",
-            auth = env["MAGNUM_TEST_AUTH_URL"],
-            user = env["MAGNUM_TEST_SERVICE_USER"],
-            pw = env["MAGNUM_TEST_SERVICE_PASSWORD"],
+             {ks}\n{sim}",
+            ks = crate::client::authtoken_section(&env),
             sim = crate::lifecycle::FAST_SIMULATION,
         ),
     )

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::client::{Cli, Running, free_port, read_env, repo_root, wait_for_port};
+use crate::client::{Cli, free_port, repo_root, wait_for_port};
 
 /// Like lifecycle::FAST_SIMULATION, but a delete takes long enough to be seen in progress.
 const SIMULATION: &str = "[simulated_driver]\ncreate_delay = 1\nupdate_delay = 0.5\ndelete_delay = 3\n\n\
@@ -161,21 +161,8 @@ fn upstream_client_and_upstream_conductor_interoperate() {
     let _broker = crate::broker_lock();
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
-    let ks_dir = w.join("keystone");
-    let (ks_port, api_port) = (free_port(), free_port());
-    let _keystone = Running {
-        api: None,
-        keystone_dir: ks_dir.clone(),
-    };
-    let st = Command::new("bash")
-        .arg(repo_root().join("test-support/keystone/start.sh"))
-        .arg(&ks_dir)
-        .arg(ks_port.to_string())
-        .arg(format!("http://127.0.0.1:{api_port}"))
-        .status()
-        .unwrap();
-    assert!(st.success(), "keystone did not start");
-    let env = read_env(&ks_dir.join("env.sh"));
+    let api_port = free_port();
+    let (_keystone, env) = crate::client::start_keystone(w, api_port);
     let (db_url, db_name) =
         crate::fresh_database("MAGNUM_TEST_MYSQL_URL", "mysql+pymysql").unwrap();
     let _db = Db(db_name);
