@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::client::{Cli, free_port, wait_for_port};
 use crate::http;
@@ -125,7 +125,52 @@ fn api_and_two_conductors_over_rabbitmq() {
         std::thread::sleep(Duration::from_millis(500));
     }
 
+    // A Python notification listener (PyPI oslo.messaging) on this test's topic.
+    let listener = Listener::start(
+        &rabbit,
+        &format!("magnum_{tag}"),
+        &format!("notifications_{tag}"),
+    );
+
     crate::lifecycle::cluster_lifecycle(&cli, "demo-member", w);
+
+    // It received the conductors' CADF events, as upstream's conductor sends them.
+    let events = listener.stop();
+    let seen = |event_type: &str, outcome: &str| {
+        events.iter().any(|e| {
+            e["event_type"] == event_type
+                && e["payload"]["outcome"] == outcome
+                && e["payload"]["typeURI"] == "http://schemas.dmtf.org/cloud/audit/1.0/event"
+        })
+    };
+    for (t, o) in [
+        ("magnum.cluster.create", "pending"),
+        ("magnum.cluster.create", "success"),
+        ("magnum.cluster.create", "failure"),
+        ("magnum.cluster.update", "pending"),
+        ("magnum.cluster.update", "success"),
+        ("magnum.cluster.delete", "pending"),
+        ("magnum.cluster.delete", "success"),
+    ] {
+        assert!(seen(t, o), "no {t} {o} among {} events", events.len());
+    }
+    for e in &events {
+        let publisher = e["publisher_id"].as_str().unwrap_or_default();
+        assert!(publisher.starts_with("container-infra.conductor-"), "{e}");
+        assert_eq!(
+            e["priority"],
+            if e["payload"]["outcome"] == "failure" {
+                "error"
+            } else {
+                "info"
+            },
+            "{e}"
+        );
+        assert!(
+            e["context"].get("auth_token").is_none_or(Value::is_null),
+            "{e}"
+        );
+    }
 
     // A conductor killed with SIGKILL while creates stream in: every accepted create is done.
     let token = cli
@@ -249,4 +294,72 @@ fn uuid_tag() -> String {
             .as_nanos()
             % 0xffff_ffff
     )
+}
+
+/// `test-support/oslo/peer.py listen`: a Python oslo.messaging notification listener whose
+/// events are collected until [`Listener::stop`].
+struct Listener {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Listener {
+    fn start(url: &str, exchange: &str, topic: &str) -> Self {
+        let support = crate::client::repo_root().join("test-support/oslo");
+        let out = Command::new("bash")
+            .arg(support.join("setup-venv.sh"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "oslo venv: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let python = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        let mut child = Command::new(python)
+            .arg(support.join("peer.py"))
+            .args(["listen", url, exchange, topic])
+            .env("PYTHONPATH", support.join("stub"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let ready = lines.recv_timeout(Duration::from_secs(60)).unwrap();
+        assert!(ready.contains("READY"), "{ready}");
+        Self { child, lines }
+    }
+
+    /// Stops listening (stdin closed) and returns every event received.
+    fn stop(mut self) -> Vec<Value> {
+        // Events published just before are still on their way.
+        std::thread::sleep(Duration::from_secs(2));
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+        self.lines
+            .try_iter()
+            .filter_map(|l| serde_json::from_str(&l).ok())
+            .filter(Value::is_object)
+            .collect()
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
