@@ -17,6 +17,16 @@ fn default_worker(ngs: &[NodeGroup]) -> Option<&NodeGroup> {
         .find(|ng| ng.is_default == Some(true) && ng.role.as_deref() != Some("master"))
 }
 
+/// The cluster's nodegroup with this uuid.
+pub(crate) fn nodegroup_of(ngs: &[NodeGroup], uuid: &str) -> Result<NodeGroup> {
+    ngs.iter()
+        .find(|ng| ng.uuid == uuid)
+        .cloned()
+        .ok_or_else(|| Error::NodeGroupNotFound {
+            nodegroup: uuid.to_owned(),
+        })
+}
+
 fn has_all_certs(c: &Cluster) -> bool {
     c.ca_cert_ref.is_some()
         && c.magnum_cert_ref.is_some()
@@ -196,13 +206,7 @@ pub(crate) async fn resize(inner: &Inner, ctx: &RequestContext, req: ClusterResi
     let _held = lock.lock().await;
     let (cluster, ngs) = inner.load(ctx, uuid).await?;
     check(inner, ctx, ClusterOp::Resize, &cluster, &ngs).await?;
-    let ng = ngs
-        .iter()
-        .find(|ng| ng.uuid == req.nodegroup_uuid)
-        .cloned()
-        .ok_or_else(|| Error::NodeGroupNotFound {
-            nodegroup: req.nodegroup_uuid.clone(),
-        })?;
+    let ng = nodegroup_of(&ngs, &req.nodegroup_uuid)?;
     let old_count = ng.node_count;
     let resized = save_ng(inner, &ng, |m| {
         m.node_count = Some(req.node_count);
@@ -258,13 +262,7 @@ pub(crate) async fn upgrade(
     let _held = lock.lock().await;
     let (cluster, ngs) = inner.load(ctx, uuid).await?;
     check(inner, ctx, ClusterOp::Upgrade, &cluster, &ngs).await?;
-    let ng = ngs
-        .iter()
-        .find(|ng| ng.uuid == req.nodegroup_uuid)
-        .cloned()
-        .ok_or_else(|| Error::NodeGroupNotFound {
-            nodegroup: req.nodegroup_uuid.clone(),
-        })?;
+    let ng = nodegroup_of(&ngs, &req.nodegroup_uuid)?;
     let template = inner
         .db
         .cluster_templates()

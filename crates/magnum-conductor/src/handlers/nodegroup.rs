@@ -19,13 +19,7 @@ async fn load(
     ng_uuid: &str,
 ) -> Result<(Cluster, NodeGroup)> {
     let (cluster, ngs) = inner.load(ctx, cluster_uuid).await?;
-    let ng = ngs
-        .into_iter()
-        .find(|ng| ng.uuid == ng_uuid)
-        .ok_or_else(|| Error::NodeGroupNotFound {
-            nodegroup: ng_uuid.to_owned(),
-        })?;
-    Ok((cluster, ng))
+    Ok((cluster, super::cluster::nodegroup_of(&ngs, ng_uuid)?))
 }
 
 /// Shared by the three operations: claim the cluster (UPDATE_IN_PROGRESS), run the driver
