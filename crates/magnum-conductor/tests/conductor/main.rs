@@ -196,6 +196,17 @@ impl Env {
         );
     }
 
+    /// The events, once at least `n` have arrived (a notification follows its status write).
+    async fn events_at_least(&self, n: usize) -> Vec<(String, String, String)> {
+        for _ in 0..250 {
+            if self.events.snapshot().len() >= n {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.events()
+    }
+
     fn events(&self) -> Vec<(String, String, String)> {
         self.events
             .snapshot()
@@ -267,7 +278,7 @@ async fn create_reaches_complete_with_certificates_addresses_and_events() {
     assert_eq!(addrs.len(), 2);
     assert_eq!(worker.stack_id, c.stack_id);
     assert_eq!(
-        e.events(),
+        e.events_at_least(2).await,
         vec![
             ev("magnum.cluster.create", "pending", "CREATE_IN_PROGRESS"),
             ev("magnum.cluster.create", "success", "CREATE_COMPLETE"),
@@ -301,7 +312,13 @@ async fn failures_on_demand_end_failed_with_a_readable_reason() {
             Some("Simulated failure of create requested by label simulated_failure.")
         );
     }
-    let failures = e.events().into_iter().filter(|x| x.1 == "failure").count();
+    // Each create sent its pending event, then its failure.
+    let failures = e
+        .events_at_least(4)
+        .await
+        .into_iter()
+        .filter(|x| x.1 == "failure")
+        .count();
     assert_eq!(failures, 2);
     let n = e.events.snapshot();
     assert!(
@@ -414,8 +431,10 @@ async fn update_resize_upgrade_and_their_preconditions() {
     let c = e.wait_for(&uuid, Some("UPDATE_COMPLETE")).await.unwrap();
     assert_eq!(c.cluster_template_id.as_deref(), Some(newer.as_str()));
     assert_eq!(c.coe_version.as_deref(), Some("v1.31.0"));
+    // 8 updates, plus the create's two events.
     let updates = e
-        .events()
+        .events_at_least(10)
+        .await
         .into_iter()
         .filter(|x| x.0 == "magnum.cluster.update")
         .map(|x| x.1)
