@@ -132,6 +132,34 @@ pub async fn status(cfg: &Config, config_dirs: &[std::path::PathBuf]) -> Result<
         };
         report("keystone", check);
     }
+    if cfg.default.transport_url.is_some() {
+        let check = match magnum_rpc::oslo::connect(cfg).await {
+            Err(e) => Err(e.to_string()),
+            Ok(handle) => {
+                let up = handle
+                    .wait_connected(std::time::Duration::from_secs(5))
+                    .await;
+                handle.close().await;
+                if up {
+                    Ok("RabbitMQ of [DEFAULT] transport_url accepts the connection".into())
+                } else {
+                    Err("no host of [DEFAULT] transport_url accepts a connection".into())
+                }
+            }
+        };
+        report("message broker", check);
+    }
+    let store = match cfg.certificates.cert_manager_type.as_str() {
+        "x509keypair" => Ok("x509keypair (in the database)".to_owned()),
+        "local" => Ok(format!(
+            "local, in {} (for tests only)",
+            cfg.certificates.storage_path
+        )),
+        other => Err(format!(
+            "[certificates] cert_manager_type = {other} is not available; use x509keypair"
+        )),
+    };
+    report("certificates", store);
     lines.push(String::new());
     write_stdout(&lines.join("\n"))?;
     if failed > 0 {

@@ -363,7 +363,10 @@ fn status_reports_each_check_and_fails_when_one_does() {
     let conf = write_conf(
         dir.path(),
         "ok.conf",
-        &format!("[api]\nauth_strategy = noauth\n[database]\nconnection = {db}\n"),
+        &format!(
+            "[api]\nauth_strategy = noauth\n[database]\nconnection = {db}\n\
+             [certificates]\ncert_manager_type = x509keypair\n"
+        ),
     );
     let out = magnumd(&["--config-file", &conf, "status"]);
     let report = text(&out.stdout);
@@ -394,4 +397,42 @@ fn status_reports_each_check_and_fails_when_one_does() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stdout).contains("FAIL  database:"));
     assert!(!text(&out.stdout).contains(":pw@"));
+    // Barbican (upstream's default store) is not here yet: said, not discovered later.
+    assert!(
+        text(&out.stdout)
+            .contains("FAIL  certificates: [certificates] cert_manager_type = barbican"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    // A broker nobody answers on fails fast, without its password.
+    let no_broker = write_conf(
+        dir.path(),
+        "broker.conf",
+        &format!(
+            "[DEFAULT]\ntransport_url = rabbit://u:secretpw@127.0.0.1:1/\n\
+             [api]\nauth_strategy = noauth\n[database]\nconnection = {db}\n"
+        ),
+    );
+    let out = magnumd(&["--config-file", &no_broker, "status"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("FAIL  message broker:"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(!text(&out.stdout).contains("secretpw") && !text(&out.stderr).contains("secretpw"));
+    if let Ok(url) = std::env::var("MAGNUM_TEST_RABBIT_URL") {
+        let broker = write_conf(
+            dir.path(),
+            "broker-ok.conf",
+            &format!(
+                "[DEFAULT]\ntransport_url = {url}\n[api]\nauth_strategy = noauth\n\
+                 [database]\nconnection = {db}\n[certificates]\ncert_manager_type = x509keypair\n"
+            ),
+        );
+        let out = magnumd(&["--config-file", &broker, "status"]);
+        assert!(out.status.success(), "{}", text(&out.stdout));
+        assert!(text(&out.stdout).contains("OK    message broker:"));
+    }
 }
