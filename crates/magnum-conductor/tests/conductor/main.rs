@@ -37,6 +37,14 @@ fn ctx() -> RequestContext {
 }
 
 async fn env_with(start_workers: bool, db: Option<(Database, tempfile::TempDir)>) -> Env {
+    env_with_drivers(start_workers, db, Vec::new()).await
+}
+
+async fn env_with_drivers(
+    start_workers: bool,
+    db: Option<(Database, tempfile::TempDir)>,
+    extra: Vec<Arc<dyn Driver>>,
+) -> Env {
     let (db, dir) = match db {
         Some(d) => d,
         None => {
@@ -54,7 +62,8 @@ async fn env_with(start_workers: bool, db: Option<(Database, tempfile::TempDir)>
         delete_delay: 0.2,
         update_delay: 0.2,
     }));
-    let drivers: Vec<Arc<dyn Driver>> = vec![sim.clone()];
+    let mut drivers: Vec<Arc<dyn Driver>> = vec![sim.clone()];
+    drivers.extend(extra);
     let registry = DriverRegistry::new(drivers, &[], &[]);
     let pki = ClusterPki::new(
         Arc::new(X509KeyPairStore::new(db.clone())),
@@ -710,4 +719,273 @@ async fn a_create_cut_short_is_resumed_after_restart() {
         .await
         .unwrap();
     assert!(c.magnum_cert_ref.is_some());
+}
+
+/// Upstream's periodic-task fake (drivers.md §3): a table of backend stacks; the poll copies a
+/// differing backend status onto the cluster, and a missing stack fails the operation (or
+/// completes a delete).
+struct StackDriver {
+    stacks: std::sync::Mutex<std::collections::HashMap<String, String>>,
+}
+
+#[async_trait::async_trait]
+impl Driver for StackDriver {
+    fn name(&self) -> &str {
+        "stacks"
+    }
+    fn provides(&self) -> Vec<magnum_conductor::driver::Provides> {
+        Vec::new()
+    }
+    async fn create_cluster(
+        &self,
+        _: &RequestContext,
+        _: &Cluster,
+        _: &[NodeGroup],
+        _: Option<i32>,
+    ) -> magnum_core::Result<magnum_conductor::driver::ClusterChanges> {
+        Ok(Default::default())
+    }
+    async fn update_cluster(
+        &self,
+        _: &RequestContext,
+        _: &Cluster,
+        _: &[NodeGroup],
+        _: bool,
+    ) -> magnum_core::Result<()> {
+        Ok(())
+    }
+    async fn resize_cluster(
+        &self,
+        _: &RequestContext,
+        _: &Cluster,
+        _: &NodeGroup,
+        _: i32,
+        _: &[String],
+    ) -> magnum_core::Result<()> {
+        Ok(())
+    }
+    async fn upgrade_cluster(
+        &self,
+        _: &RequestContext,
+        _: &Cluster,
+        _: &ClusterTemplate,
+        _: Option<i32>,
+        _: &NodeGroup,
+    ) -> magnum_core::Result<magnum_conductor::driver::ClusterChanges> {
+        Ok(Default::default())
+    }
+    async fn delete_cluster(&self, _: &RequestContext, _: &Cluster) -> magnum_core::Result<()> {
+        Ok(())
+    }
+    async fn create_nodegroup(
+        &self,
+        _: &RequestContext,
+        _: &Cluster,
+        _: &NodeGroup,
+    ) -> magnum_core::Result<()> {
+        Ok(())
+    }
+    async fn update_nodegroup(
+        &self,
+        _: &RequestContext,
+        _: &Cluster,
+        _: &NodeGroup,
+    ) -> magnum_core::Result<()> {
+        Ok(())
+    }
+    async fn delete_nodegroup(
+        &self,
+        _: &RequestContext,
+        _: &Cluster,
+        _: &NodeGroup,
+    ) -> magnum_core::Result<()> {
+        Ok(())
+    }
+    async fn poll_status(
+        &self,
+        cluster: &Cluster,
+        _: &[NodeGroup],
+    ) -> magnum_core::Result<magnum_conductor::driver::StatusReport> {
+        let stack = cluster.stack_id.clone().unwrap_or_default();
+        let current = cluster.status.clone().unwrap_or_default();
+        let backend = self.stacks.lock().unwrap().get(&stack).cloned();
+        let (status, reason) = match backend {
+            Some(s) if s == current => return Ok(Default::default()),
+            Some(s) => (s, None),
+            None if current == "DELETE_IN_PROGRESS" => ("DELETE_COMPLETE".to_owned(), None),
+            None => {
+                let phase = current
+                    .trim_end_matches("_IN_PROGRESS")
+                    .trim_end_matches("_COMPLETE");
+                (
+                    format!("{phase}_FAILED"),
+                    Some(format!("Stack {stack} not found")),
+                )
+            }
+        };
+        Ok(magnum_conductor::driver::StatusReport {
+            status: Some(status),
+            status_reason: Some(reason),
+            ..Default::default()
+        })
+    }
+}
+
+/// The five clusters of upstream's periodic tests, each with its stack.
+async fn five_clusters(e: &Env, template: &str) -> Vec<String> {
+    let mut uuids = Vec::new();
+    for (i, status) in [
+        "CREATE_IN_PROGRESS",
+        "DELETE_IN_PROGRESS",
+        "UPDATE_IN_PROGRESS",
+        "DELETE_IN_PROGRESS",
+        "ROLLBACK_IN_PROGRESS",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let c =
+            e.db.clusters()
+                .create_with_nodegroups(
+                    Cluster {
+                        name: Some(format!("c{i}")),
+                        project_id: Some(PROJECT.into()),
+                        user_id: Some(USER.into()),
+                        cluster_template_id: Some(template.to_owned()),
+                        status: Some(status.into()),
+                        stack_id: Some(format!("stack-{i}")),
+                        create_timeout: Some(60),
+                        ..Cluster::default()
+                    },
+                    vec![
+                        ng("default-master", "master", 1),
+                        ng("default-worker", "worker", 1),
+                    ],
+                    None,
+                )
+                .await
+                .unwrap();
+        uuids.push(c.uuid.unwrap());
+    }
+    uuids
+}
+
+async fn stacks_env(stacks: &[(&str, &str)]) -> (Env, String) {
+    let driver = Arc::new(StackDriver {
+        stacks: std::sync::Mutex::new(
+            stacks
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        ),
+    });
+    // Workers start after the clusters exist, so the first sweep sees all five.
+    let e = env_with_drivers(false, None, vec![driver]).await;
+    let template =
+        e.db.cluster_templates()
+            .create(ClusterTemplate {
+                name: Some("stacks".into()),
+                project_id: Some(PROJECT.into()),
+                coe: Some("kubernetes".into()),
+                driver: Some("stacks".into()),
+                ..ClusterTemplate::default()
+            })
+            .await
+            .unwrap()
+            .uuid
+            .unwrap();
+    (e, template)
+}
+
+async fn statuses(e: &Env, uuids: &[String]) -> Vec<Option<String>> {
+    let mut out = Vec::new();
+    for u in uuids {
+        out.push(e.cluster(u).await.and_then(|c| c.status));
+    }
+    out
+}
+
+async fn nodegroup_rows(e: &Env) -> i64 {
+    let row =
+        e.db.conn()
+            .query_one_raw(sea_orm::Statement::from_string(
+                e.db.backend(),
+                "SELECT COUNT(*) FROM nodegroup",
+            ))
+            .await
+            .unwrap()
+            .unwrap();
+    row.try_get_by_index::<i64>(0).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sweep_follows_upstreams_periodic_expectations() {
+    // Backends moved on: four transitions reported once each, one cluster gone with its
+    // nodegroups; the one still deleting is left alone.
+    let (e, t) = stacks_env(&[
+        ("stack-0", "CREATE_COMPLETE"),
+        ("stack-1", "DELETE_IN_PROGRESS"),
+        ("stack-2", "UPDATE_COMPLETE"),
+        ("stack-4", "ROLLBACK_COMPLETE"),
+    ])
+    .await;
+    let uuids = five_clusters(&e, &t).await;
+    e.conductor.spawn_workers();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        statuses(&e, &uuids).await,
+        [
+            Some("CREATE_COMPLETE".into()),
+            Some("DELETE_IN_PROGRESS".into()),
+            Some("UPDATE_COMPLETE".into()),
+            None,
+            Some("ROLLBACK_COMPLETE".into()),
+        ]
+    );
+    assert_eq!(nodegroup_rows(&e).await, 8);
+    let mut events = e.events_at_least(4).await;
+    events.sort();
+    assert_eq!(
+        events,
+        [
+            ev("magnum.cluster.create", "success", "CREATE_COMPLETE"),
+            ev("magnum.cluster.delete", "success", "DELETE_COMPLETE"),
+            ev("magnum.cluster.update", "success", "ROLLBACK_COMPLETE"),
+            ev("magnum.cluster.update", "success", "UPDATE_COMPLETE"),
+        ]
+    );
+
+    // Every backend object missing: failures with upstream's reason, deletes complete.
+    let (e, t) = stacks_env(&[]).await;
+    let uuids = five_clusters(&e, &t).await;
+    e.conductor.spawn_workers();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        statuses(&e, &uuids).await,
+        [
+            Some("CREATE_FAILED".into()),
+            None,
+            Some("UPDATE_FAILED".into()),
+            None,
+            Some("ROLLBACK_FAILED".into()),
+        ]
+    );
+    let c = e.cluster(&uuids[0]).await.unwrap();
+    assert_eq!(c.status_reason.as_deref(), Some("Stack stack-0 not found"));
+    assert_eq!(nodegroup_rows(&e).await, 6);
+    assert_eq!(e.events_at_least(5).await.len(), 5);
+
+    // Nothing changed: nothing written, nothing sent, however many sweeps run.
+    let (e, t) = stacks_env(&[
+        ("stack-0", "CREATE_IN_PROGRESS"),
+        ("stack-1", "DELETE_IN_PROGRESS"),
+        ("stack-2", "UPDATE_IN_PROGRESS"),
+        ("stack-3", "DELETE_IN_PROGRESS"),
+        ("stack-4", "ROLLBACK_IN_PROGRESS"),
+    ])
+    .await;
+    five_clusters(&e, &t).await;
+    e.conductor.spawn_workers();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(e.events().is_empty(), "{:?}", e.events());
 }
