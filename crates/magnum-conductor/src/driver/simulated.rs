@@ -74,8 +74,6 @@ struct Pending {
     ready_at: chrono::NaiveDateTime,
     /// For nodegroup operations: which nodegroup.
     nodegroup: Option<String>,
-    /// For upgrades: the target Kubernetes version.
-    coe_version: Option<String>,
 }
 
 pub struct SimulatedDriver {
@@ -167,7 +165,7 @@ impl SimulatedDriver {
     }
 
     /// Records the operation and wakes the conductor when it is due.
-    fn start(&self, cluster_uuid: &str, op: Op, nodegroup: Option<&str>, coe: Option<String>) {
+    fn start(&self, cluster_uuid: &str, op: Op, nodegroup: Option<&str>) {
         let delay = self.delay(op);
         let ready_at = Utc::now().naive_utc()
             + chrono::Duration::from_std(delay).unwrap_or_else(|_| chrono::Duration::zero());
@@ -175,7 +173,6 @@ impl SimulatedDriver {
             op,
             ready_at,
             nodegroup: nodegroup.map(str::to_owned),
-            coe_version: coe,
         };
         if let Ok(mut map) = self.pending.lock() {
             map.insert(cluster_uuid.to_owned(), pending);
@@ -221,7 +218,6 @@ impl SimulatedDriver {
                 + chrono::Duration::from_std(self.delay(op))
                     .unwrap_or_else(|_| chrono::Duration::zero()),
             nodegroup: busy_ng.map(|ng| ng.uuid.clone()),
-            coe_version: None,
         })
     }
 
@@ -252,7 +248,7 @@ impl Driver for SimulatedDriver {
     ) -> Result<ClusterChanges> {
         Self::fails_now(cluster.labels.as_deref(), Op::Create)?;
         let uuid = cluster.uuid.clone().unwrap_or_default();
-        self.start(&uuid, Op::Create, None, None);
+        self.start(&uuid, Op::Create, None);
         Ok(ClusterChanges {
             stack_id: Some(format!("sim-{}", &uuid.get(..8).unwrap_or(&uuid))),
             ..ClusterChanges::default()
@@ -271,7 +267,6 @@ impl Driver for SimulatedDriver {
             cluster.uuid.as_deref().unwrap_or_default(),
             Op::Update,
             None,
-            None,
         );
         Ok(())
     }
@@ -286,7 +281,7 @@ impl Driver for SimulatedDriver {
     ) -> Result<()> {
         Self::fails_now(cluster.labels.as_deref(), Op::Resize)?;
         let uuid = cluster.uuid.as_deref().unwrap_or_default();
-        self.start(uuid, Op::Resize, Some(&nodegroup.uuid), None);
+        self.start(uuid, Op::Resize, Some(&nodegroup.uuid));
         Ok(())
     }
 
@@ -299,11 +294,22 @@ impl Driver for SimulatedDriver {
         nodegroup: &NodeGroup,
     ) -> Result<ClusterChanges> {
         Self::fails_now(cluster.labels.as_deref(), Op::Upgrade)?;
-        let coe = label(template.labels.as_deref(), "kube_tag");
         let uuid = cluster.uuid.as_deref().unwrap_or_default();
-        self.start(uuid, Op::Upgrade, Some(&nodegroup.uuid), coe);
+        self.start(uuid, Op::Upgrade, Some(&nodegroup.uuid));
+        // The target version goes into the cluster's labels (as Cluster API drivers do), so
+        // whichever conductor sees the upgrade finish reports it.
+        let labels = label(template.labels.as_deref(), "kube_tag").map(|kube| {
+            let mut map: serde_json::Map<String, Value> = cluster
+                .labels
+                .as_deref()
+                .and_then(|l| serde_json::from_str(l).ok())
+                .unwrap_or_default();
+            map.insert("kube_tag".into(), Value::String(kube));
+            magnum_db::json::dumps(&Value::Object(map))
+        });
         Ok(ClusterChanges {
             cluster_template_id: template.uuid.clone(),
+            labels,
             ..ClusterChanges::default()
         })
     }
@@ -313,7 +319,6 @@ impl Driver for SimulatedDriver {
         self.start(
             cluster.uuid.as_deref().unwrap_or_default(),
             Op::Delete,
-            None,
             None,
         );
         Ok(())
@@ -327,7 +332,7 @@ impl Driver for SimulatedDriver {
     ) -> Result<()> {
         Self::fails_now(nodegroup.labels.as_deref(), Op::NodegroupCreate)?;
         let uuid = cluster.uuid.as_deref().unwrap_or_default();
-        self.start(uuid, Op::NodegroupCreate, Some(&nodegroup.uuid), None);
+        self.start(uuid, Op::NodegroupCreate, Some(&nodegroup.uuid));
         Ok(())
     }
 
@@ -339,7 +344,7 @@ impl Driver for SimulatedDriver {
     ) -> Result<()> {
         Self::fails_now(nodegroup.labels.as_deref(), Op::NodegroupUpdate)?;
         let uuid = cluster.uuid.as_deref().unwrap_or_default();
-        self.start(uuid, Op::NodegroupUpdate, Some(&nodegroup.uuid), None);
+        self.start(uuid, Op::NodegroupUpdate, Some(&nodegroup.uuid));
         Ok(())
     }
 
@@ -351,7 +356,7 @@ impl Driver for SimulatedDriver {
     ) -> Result<()> {
         Self::fails_now(nodegroup.labels.as_deref(), Op::NodegroupDelete)?;
         let uuid = cluster.uuid.as_deref().unwrap_or_default();
-        self.start(uuid, Op::NodegroupDelete, Some(&nodegroup.uuid), None);
+        self.start(uuid, Op::NodegroupDelete, Some(&nodegroup.uuid));
         Ok(())
     }
 
@@ -413,8 +418,9 @@ impl Driver for SimulatedDriver {
             report.health_status = Some("HEALTHY".into());
             report.health_status_reason = Some(r#"{"api": "ok"}"#.into());
         }
-        if p.op == Op::Upgrade && !failed {
-            report.coe_version = p.coe_version.clone();
+        if phase == "UPDATE" && !failed {
+            // The version the labels ask for (changed by an upgrade) is what now runs.
+            report.coe_version = label(cluster.labels.as_deref(), "kube_tag");
         }
         for ng in nodegroups {
             let Some(ng_status) = ng.status.as_deref() else {
@@ -456,7 +462,6 @@ impl Driver for SimulatedDriver {
         self.start(
             cluster.uuid.as_deref().unwrap_or_default(),
             Op::RotateCa,
-            None,
             None,
         );
         Ok(())
