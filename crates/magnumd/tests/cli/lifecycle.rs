@@ -39,7 +39,8 @@ fn show(cli: &Cli, cloud: &str, cluster: &str) -> Value {
     cli.json(cloud, &["coe", "cluster", "show", cluster])
 }
 
-/// Polls `cluster show` until its status is `want`; fails fast on an unexpected final state.
+/// Polls `cluster show` until its status is `want`; fails fast on an unexpected failure. A
+/// cast may not have been handled yet when this starts, so the old status is waited out too.
 fn wait_status(cli: &Cli, cloud: &str, cluster: &str, want: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
@@ -49,11 +50,32 @@ fn wait_status(cli: &Cli, cloud: &str, cluster: &str, want: &str) -> Value {
             return c;
         }
         assert!(
-            status.ends_with("IN_PROGRESS"),
+            !status.ends_with("_FAILED"),
             "{cluster}: expected {want}, got {status}: {}",
             c["status_reason"]
         );
         assert!(Instant::now() < deadline, "{cluster} stuck in {status}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Polls `nodegroup show` until `done` holds for it (the cluster's own status may still show
+/// the previous operation's result when a cast has not been handled yet).
+fn wait_nodegroup(cli: &Cli, cloud: &str, ng: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let n = cli.json(cloud, &["coe", "nodegroup", "show", "life", ng]);
+        if done(&n) {
+            return n;
+        }
+        assert!(
+            !n["status"]
+                .as_str()
+                .unwrap_or_default()
+                .ends_with("_FAILED"),
+            "{n}"
+        );
+        assert!(Instant::now() < deadline, "nodegroup {ng} stuck: {n}");
         std::thread::sleep(Duration::from_millis(500));
     }
 }
@@ -143,11 +165,8 @@ pub(crate) fn cluster_lifecycle(cli: &Cli, cloud: &str, work: &Path) {
     );
     let ng = cli.json(cloud, &["coe", "nodegroup", "show", "life", "extra"]);
     assert_eq!(ng["node_count"], 2, "{ng}");
+    wait_nodegroup(cli, cloud, "extra", |n| n["status"] == "CREATE_COMPLETE");
     wait_status(cli, cloud, "life", "UPDATE_COMPLETE");
-    assert_eq!(
-        cli.json(cloud, &["coe", "nodegroup", "show", "life", "extra"])["status"],
-        "CREATE_COMPLETE"
-    );
     assert_eq!(nodegroups(cli, cloud, "life").len(), 3);
     cli.ok(
         cloud,
@@ -161,10 +180,10 @@ pub(crate) fn cluster_lifecycle(cli: &Cli, cloud: &str, work: &Path) {
             "5",
         ],
     );
+    wait_nodegroup(cli, cloud, "extra", |n| {
+        n["max_node_count"] == 5 && n["status"] == "UPDATE_COMPLETE"
+    });
     wait_status(cli, cloud, "life", "UPDATE_COMPLETE");
-    let ng = cli.json(cloud, &["coe", "nodegroup", "show", "life", "extra"]);
-    assert_eq!(ng["max_node_count"], 5, "{ng}");
-    assert_eq!(ng["status"], "UPDATE_COMPLETE", "{ng}");
     cli.ok(cloud, &["coe", "nodegroup", "delete", "life", "extra"]);
     let deadline = Instant::now() + Duration::from_secs(60);
     while nodegroups(cli, cloud, "life").len() != 2 {
