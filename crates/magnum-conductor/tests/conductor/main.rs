@@ -50,9 +50,11 @@ async fn env_with_drivers(
         None => {
             let dir = tempfile::tempdir().unwrap();
             let url = format!("sqlite:///{}/magnum.sqlite", dir.path().display());
-            let db = Database::connect(DbSettings::new(DbUrl::parse(&url).unwrap()))
-                .await
-                .unwrap();
+            let mut settings = DbSettings::new(DbUrl::parse(&url).unwrap());
+            // Quick retries when concurrent writers meet SQLite's single write lock.
+            settings.db_retry_interval = Duration::from_millis(20);
+            settings.db_max_retry_interval = Duration::from_millis(200);
+            let db = Database::connect(settings).await.unwrap();
             magnum_db::schema::upgrade(&db).await.unwrap();
             (db, dir)
         }
@@ -905,6 +907,19 @@ async fn statuses(e: &Env, uuids: &[String]) -> Vec<Option<String>> {
     out
 }
 
+/// The statuses once they equal `want` (sweeps run every 500 ms), or as they are after 10 s.
+async fn statuses_become(e: &Env, uuids: &[String], want: &[Option<&str>]) -> Vec<Option<String>> {
+    let want: Vec<Option<String>> = want.iter().map(|w| w.map(str::to_owned)).collect();
+    for _ in 0..200 {
+        let now = statuses(e, uuids).await;
+        if now == want {
+            return now;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    statuses(e, uuids).await
+}
+
 async fn nodegroup_rows(e: &Env) -> i64 {
     let row =
         e.db.conn()
@@ -931,17 +946,15 @@ async fn sweep_follows_upstreams_periodic_expectations() {
     .await;
     let uuids = five_clusters(&e, &t).await;
     e.conductor.spawn_workers();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(
-        statuses(&e, &uuids).await,
-        [
-            Some("CREATE_COMPLETE".into()),
-            Some("DELETE_IN_PROGRESS".into()),
-            Some("UPDATE_COMPLETE".into()),
-            None,
-            Some("ROLLBACK_COMPLETE".into()),
-        ]
-    );
+    let want = [
+        Some("CREATE_COMPLETE"),
+        Some("DELETE_IN_PROGRESS"),
+        Some("UPDATE_COMPLETE"),
+        None,
+        Some("ROLLBACK_COMPLETE"),
+    ];
+    let got = statuses_become(&e, &uuids, &want).await;
+    assert_eq!(got, want.map(|w| w.map(str::to_owned)));
     assert_eq!(nodegroup_rows(&e).await, 8);
     let mut events = e.events_at_least(4).await;
     events.sort();
@@ -959,17 +972,15 @@ async fn sweep_follows_upstreams_periodic_expectations() {
     let (e, t) = stacks_env(&[]).await;
     let uuids = five_clusters(&e, &t).await;
     e.conductor.spawn_workers();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(
-        statuses(&e, &uuids).await,
-        [
-            Some("CREATE_FAILED".into()),
-            None,
-            Some("UPDATE_FAILED".into()),
-            None,
-            Some("ROLLBACK_FAILED".into()),
-        ]
-    );
+    let want = [
+        Some("CREATE_FAILED"),
+        None,
+        Some("UPDATE_FAILED"),
+        None,
+        Some("ROLLBACK_FAILED"),
+    ];
+    let got = statuses_become(&e, &uuids, &want).await;
+    assert_eq!(got, want.map(|w| w.map(str::to_owned)));
     let c = e.cluster(&uuids[0]).await.unwrap();
     assert_eq!(c.status_reason.as_deref(), Some("Stack stack-0 not found"));
     assert_eq!(nodegroup_rows(&e).await, 6);
