@@ -6,6 +6,7 @@
 mod client;
 mod crash;
 mod lifecycle;
+mod procs;
 mod rabbit;
 mod upstream;
 

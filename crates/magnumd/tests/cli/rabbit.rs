@@ -11,18 +11,15 @@ use serde_json::{Value, json};
 
 use crate::client::{Cli, free_port, wait_for_port};
 use crate::http;
+use crate::procs::{Db, Procs};
 
-fn spawn(conf: &[&Path], sub: &str, log: &Path) -> Child {
-    let log = std::fs::File::create(log).unwrap();
+fn magnumd(conf: &[&Path], sub: &str) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_magnumd"));
     for c in conf {
         cmd.arg("--config-file").arg(c);
     }
-    cmd.arg(sub)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap()
+    cmd.arg(sub);
+    cmd
 }
 
 fn rabbitmqctl(args: &[&str]) {
@@ -33,17 +30,6 @@ fn rabbitmqctl(args: &[&str]) {
         .status()
         .unwrap();
     assert!(st.success(), "rabbitmqctl {args:?}");
-}
-
-struct Procs(Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 #[test]
@@ -65,8 +51,9 @@ fn api_and_two_conductors_over_rabbitmq() {
     let (_keystone, env) = crate::client::start_keystone(work.path(), api_port);
     let (db_url, db_name) =
         crate::fresh_database("MAGNUM_TEST_MYSQL_URL", "mysql+pymysql").unwrap();
+    let _db = Db(db_name);
     // A private exchange and topic, so nothing else on the broker interferes.
-    let tag = uuid_tag();
+    let tag = crate::procs::tag();
     let conf = work.path().join("magnum.conf");
     std::fs::write(
         &conf,
@@ -94,11 +81,16 @@ fn api_and_two_conductors_over_rabbitmq() {
             .success()
     );
     let w = work.path();
-    let mut procs = Procs(vec![
-        spawn(&[&conf], "api", &w.join("api.log")),
-        spawn(&[&conf, &host_a], "conductor", &w.join("conductor-a.log")),
-        spawn(&[&conf, &host_b], "conductor", &w.join("conductor-b.log")),
-    ]);
+    let mut procs = Procs::default();
+    procs.spawn(magnumd(&[&conf], "api"), &w.join("api.log"));
+    let conductor_a = procs.spawn(
+        magnumd(&[&conf, &host_a], "conductor"),
+        &w.join("conductor-a.log"),
+    );
+    procs.spawn(
+        magnumd(&[&conf, &host_b], "conductor"),
+        &w.join("conductor-b.log"),
+    );
     wait_for_port(api_port, &mut procs.0[0]);
 
     let cli = Cli {
@@ -194,8 +186,7 @@ fn api_and_two_conductors_over_rabbitmq() {
     let mut accepted = Vec::new();
     for i in 0..12 {
         if i == 4 {
-            procs.0[1].kill().unwrap();
-            procs.0[1].wait().unwrap();
+            procs.stop(conductor_a);
         }
         let (code, r) = http(
             api_port,
@@ -277,23 +268,6 @@ fn api_and_two_conductors_over_rabbitmq() {
             std::thread::sleep(Duration::from_millis(300));
         }
     }
-    drop(procs);
-    crate::server_exec(
-        "MAGNUM_TEST_MYSQL_URL",
-        "mysql",
-        &format!("DROP DATABASE {db_name}"),
-    );
-}
-
-fn uuid_tag() -> String {
-    format!(
-        "{:x}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos()
-            % 0xffff_ffff
-    )
 }
 
 /// `test-support/oslo/peer.py listen`: a Python oslo.messaging notification listener whose

@@ -10,72 +10,14 @@
 //! MAGNUM_TEST_KEEP_LOGS=<dir> copies the four services' logs there when the test passes (a
 //! failure prints the relevant ones).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::client::{Cli, free_port, repo_root, wait_for_port};
-
-/// Like lifecycle::FAST_SIMULATION, but a delete takes long enough to be seen in progress.
-const SIMULATION: &str = "[simulated_driver]\ncreate_delay = 1\nupdate_delay = 0.5\ndelete_delay = 3\n\n\
-     [conductor]\nsync_interval = 2\nreport_interval = 2\n\n[certificates]\ncert_manager_type = x509keypair\n";
-
-/// Children in their own process groups, killed (group and all) on drop.
-struct Procs(Vec<Child>);
-
-impl Procs {
-    fn spawn(&mut self, mut cmd: Command, log: &Path) -> usize {
-        let log = std::fs::File::create(log).unwrap();
-        let child = cmd
-            .process_group(0)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        self.0.push(child);
-        self.0.len() - 1
-    }
-
-    fn stop(&mut self, i: usize) {
-        let c = &mut self.0[i];
-        // The group id is the pid of a child this test started (process_group(0)).
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", c.id())])
-            .stderr(Stdio::null())
-            .status();
-        let _ = c.kill();
-        let _ = c.wait();
-    }
-}
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for i in 0..self.0.len() {
-            self.stop(i);
-        }
-    }
-}
-
-/// Drops the test database at the end, also when the test fails.
-struct Db(String);
-
-impl Drop for Db {
-    fn drop(&mut self) {
-        let name = self.0.clone();
-        let _ = std::panic::catch_unwind(move || {
-            crate::server_exec(
-                "MAGNUM_TEST_MYSQL_URL",
-                "mysql",
-                &format!("DROP DATABASE {name}"),
-            );
-        });
-    }
-}
+use crate::procs::{Db, Procs};
 
 fn magnumd(conf: &Path, sub: &str) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_magnumd"));
@@ -83,42 +25,8 @@ fn magnumd(conf: &Path, sub: &str) -> Command {
     cmd
 }
 
-/// One request with a Keystone token: (status, JSON body).
-fn http(port: u16, token: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(90))).unwrap();
-    let body = body.map(Value::to_string).unwrap_or_default();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nX-Auth-Token: {token}\r\n\
-         OpenStack-API-Version: container-infra 1.14\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out[9..12].parse().unwrap();
-    let json = out
-        .split_once("\r\n\r\n")
-        .and_then(|(_, b)| serde_json::from_str(b).ok())
-        .unwrap_or(Value::Null);
-    (status, json)
-}
-
 fn log_of(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
-}
-
-fn tag() -> String {
-    format!(
-        "{:x}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos()
-            % 0xffff_ffff
-    )
 }
 
 /// The upstream venv (built on first use), or None when the test is to be skipped.
@@ -166,7 +74,7 @@ fn upstream_client_and_upstream_conductor_interoperate() {
     let (db_url, db_name) =
         crate::fresh_database("MAGNUM_TEST_MYSQL_URL", "mysql+pymysql").unwrap();
     let _db = Db(db_name);
-    let tag = tag();
+    let tag = crate::procs::tag();
     // One file for both sides; everything but the topic, the API port and
     // create_cluster_in_conductor is shared by (a) and (b).
     let conf = |name: &str, topic: &str, port: u16, in_conductor: bool| {
@@ -189,7 +97,9 @@ fn upstream_client_and_upstream_conductor_interoperate() {
                 auth = env["MAGNUM_TEST_AUTH_URL"],
                 user = env["MAGNUM_TEST_SERVICE_USER"],
                 pw = env["MAGNUM_TEST_SERVICE_PASSWORD"],
-                sim = SIMULATION,
+                // As lifecycle's, but a delete takes long enough to be seen in progress.
+                sim = crate::lifecycle::FAST_SIMULATION
+                    .replace("delete_delay = 0.5", "delete_delay = 3"),
             ),
         )
         .unwrap();
@@ -206,7 +116,7 @@ fn upstream_client_and_upstream_conductor_interoperate() {
     ]);
     assert!(up.status.success(), "{}", crate::text(&up.stderr));
 
-    let mut procs = Procs(Vec::new());
+    let mut procs = Procs::default();
     let api = procs.spawn(magnumd(&conf_a, "api"), &w.join("api.log"));
     let conductor = procs.spawn(magnumd(&conf_a, "conductor"), &w.join("conductor.log"));
     wait_for_port(api_port, &mut procs.0[api]);
@@ -224,9 +134,9 @@ fn upstream_client_and_upstream_conductor_interoperate() {
         .to_owned();
 
     // (a) A cluster made by our API and conductor, then upstream's client against our conductor.
-    let (code, t) = http(
+    let (code, t) = crate::http(
         api_port,
-        &token,
+        Some(&token),
         "POST",
         "/v1/clustertemplates",
         Some(
@@ -235,9 +145,9 @@ fn upstream_client_and_upstream_conductor_interoperate() {
         ),
     );
     assert_eq!(code, 201, "{t}");
-    let (code, r) = http(
+    let (code, r) = crate::http(
         api_port,
-        &token,
+        Some(&token),
         "POST",
         "/v1/clusters",
         Some(&json!({"name": "made-by-rust", "cluster_template_id": "interop", "node_count": 1})),
@@ -246,9 +156,9 @@ fn upstream_client_and_upstream_conductor_interoperate() {
     let uuid = r["uuid"].as_str().unwrap().to_owned();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let (code, c) = http(
+        let (code, c) = crate::http(
             api_port,
-            &token,
+            Some(&token),
             "GET",
             &format!("/v1/clusters/{uuid}"),
             None,
@@ -261,9 +171,9 @@ fn upstream_client_and_upstream_conductor_interoperate() {
         assert!(Instant::now() < deadline, "{uuid} never completed: {c}");
         std::thread::sleep(Duration::from_millis(300));
     }
-    let (code, ours) = http(
+    let (code, ours) = crate::http(
         api_port,
-        &token,
+        Some(&token),
         "GET",
         &format!("/v1/certificates/{uuid}"),
         None,
@@ -316,9 +226,9 @@ fn upstream_client_and_upstream_conductor_interoperate() {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut seen = Vec::new();
     loop {
-        let (code, c) = http(
+        let (code, c) = crate::http(
             api_port,
-            &token,
+            Some(&token),
             "GET",
             &format!("/v1/clusters/{uuid}"),
             None,
@@ -387,9 +297,9 @@ fn upstream_client_and_upstream_conductor_interoperate() {
     }
     // Its heartbeat row is written once it serves; give the consumer a moment to attach.
     std::thread::sleep(Duration::from_secs(2));
-    let (code, r) = http(
+    let (code, r) = crate::http(
         api_port,
-        &token,
+        Some(&token),
         "POST",
         "/v1/clusters",
         Some(
@@ -402,9 +312,9 @@ fn upstream_client_and_upstream_conductor_interoperate() {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut seen = Vec::new();
     let cluster = loop {
-        let (code, c) = http(
+        let (code, c) = crate::http(
             api_port,
-            &token,
+            Some(&token),
             "GET",
             &format!("/v1/clusters/{uuid}"),
             None,
@@ -442,9 +352,9 @@ fn upstream_client_and_upstream_conductor_interoperate() {
     assert_eq!(cluster["name"], "made-by-python", "{cluster}");
     assert_eq!(cluster["master_count"], 1, "{cluster}");
     assert_eq!(cluster["node_count"], 2, "{cluster}");
-    let (code, ngs) = http(
+    let (code, ngs) = crate::http(
         api_port,
-        &token,
+        Some(&token),
         "GET",
         &format!("/v1/clusters/{uuid}/nodegroups"),
         None,
@@ -470,9 +380,9 @@ fn upstream_client_and_upstream_conductor_interoperate() {
     );
     // Upstream generated the cluster's CA into our database (x509keypair) before failing;
     // our API fetches it with a get_ca_certificate call that the Python conductor answers.
-    let (code, ca) = http(
+    let (code, ca) = crate::http(
         api_port,
-        &token,
+        Some(&token),
         "GET",
         &format!("/v1/certificates/{uuid}"),
         None,
