@@ -124,6 +124,15 @@ impl Error {
         }
     }
 
+    /// Upstream's `ResourceLimitExceeded` for the cluster quota.
+    pub fn cluster_quota_exceeded(limit: u64) -> Self {
+        Error::Forbidden {
+            message: format!(
+                "Resource limit exceeded: You have reached the maximum clusters per project, {limit}. You may delete a cluster to make room for a new one."
+            ),
+        }
+    }
+
     pub fn multiple(resource_plural: &str, id_word: &str) -> Self {
         Error::Conflict {
             message: format!(

@@ -145,13 +145,6 @@ const COMPARED: &[&str] = &[
 const ZERO_NODES: &str =
     "Resizing a nodegroup to zero is not supported in the provided microversion.";
 
-/// Upstream's quota refusal; the same text the atomic check in storage uses.
-fn quota_exceeded(limit: u64) -> ApiError {
-    ApiError::Forbidden(format!(
-        "Resource limit exceeded: You have reached the maximum clusters per project, {limit}. You may delete a cluster to make room for a new one."
-    ))
-}
-
 fn is_master(ng: &NodeGroup) -> bool {
     ng.role.as_deref() == Some("master")
 }
@@ -780,7 +773,7 @@ async fn create(app: &AppState, req: &Req) -> ApiResult<Response> {
         .await?
         >= limit
     {
-        return Err(quota_exceeded(limit));
+        return Err(Error::cluster_quota_exceeded(limit).into());
     }
     if t.hidden == Some(true) && !req.ctx.is_admin {
         return Err(ApiError::Forbidden("Not authorized.".into()));

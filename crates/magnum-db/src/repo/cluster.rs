@@ -140,13 +140,7 @@ impl ClusterRepo<'_> {
                         lock_cluster_creation(txn, backend).await?;
                         let n = count(txn, Self::scoped(&q.scope)).await?;
                         if n >= q.limit {
-                            return Err(Error::Forbidden {
-                                message: format!(
-                                    "Resource limit exceeded: You have reached the maximum clusters per project, {}. You may delete a cluster to make room for a new one.",
-                                    q.limit
-                                ),
-                            }
-                            .into());
+                            return Err(Error::cluster_quota_exceeded(q.limit).into());
                         }
                     }
                     let c = super::insert_in::<cluster::Entity, _, _>(txn, c, || {
