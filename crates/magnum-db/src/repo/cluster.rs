@@ -66,6 +66,19 @@ async fn lock_cluster_creation(
     Ok(())
 }
 
+/// Upstream's ORM defaults for a new cluster row: uuid, created_at, `{}` for JSON dicts,
+/// floating_ip_enabled=true, master_lb_enabled=false. Returns the uuid.
+fn new_row_defaults(c: &mut Cluster) -> String {
+    let uuid = ensure_uuid(&mut c.uuid);
+    c.created_at = Some(now());
+    c.updated_at = None;
+    json_default(&mut c.labels, "{}");
+    json_default(&mut c.health_status_reason, "{}");
+    c.floating_ip_enabled.get_or_insert(true);
+    c.master_lb_enabled.get_or_insert(false);
+    uuid
+}
+
 pub struct ClusterRepo<'a> {
     db: &'a Database,
 }
@@ -84,13 +97,7 @@ impl ClusterRepo<'_> {
     /// Insert a cluster, filling upstream's ORM defaults for what the caller left empty:
     /// uuid, created_at, `{}` for JSON dicts, floating_ip_enabled=true, master_lb_enabled=false.
     pub async fn create(&self, mut c: Cluster) -> Result<Cluster> {
-        let uuid = ensure_uuid(&mut c.uuid);
-        c.created_at = Some(now());
-        c.updated_at = None;
-        json_default(&mut c.labels, "{}");
-        json_default(&mut c.health_status_reason, "{}");
-        c.floating_ip_enabled.get_or_insert(true);
-        c.master_lb_enabled.get_or_insert(false);
+        let uuid = new_row_defaults(&mut c);
         super::insert::<cluster::Entity, _>(self.db, c, || Error::ClusterAlreadyExists { uuid })
             .await
     }
@@ -106,27 +113,13 @@ impl ClusterRepo<'_> {
         nodegroups: Vec<nodegroup::Model>,
         quota: Option<ClusterQuota>,
     ) -> Result<Cluster> {
-        let uuid = ensure_uuid(&mut c.uuid);
-        let stamp = now();
-        c.created_at = Some(stamp);
-        c.updated_at = None;
-        json_default(&mut c.labels, "{}");
-        json_default(&mut c.health_status_reason, "{}");
-        c.floating_ip_enabled.get_or_insert(true);
-        c.master_lb_enabled.get_or_insert(false);
+        let uuid = new_row_defaults(&mut c);
         let nodegroups: Vec<nodegroup::Model> = nodegroups
             .into_iter()
             .map(|mut ng| {
-                let mut ng_uuid = Some(ng.uuid.clone());
-                ng.uuid = ensure_uuid(&mut ng_uuid);
+                super::nodegroup::new_row_defaults(&mut ng);
                 ng.cluster_id = uuid.clone();
-                ng.created_at = Some(stamp);
-                ng.updated_at = None;
-                json_default(&mut ng.labels, "{}");
-                json_default(&mut ng.node_addresses, "[]");
-                json_default(&mut ng.node_labels, "{}");
-                json_default(&mut ng.node_taints, "[]");
-                ng.is_default.get_or_insert(false);
+                ng.created_at = c.created_at;
                 ng
             })
             .collect();

@@ -48,19 +48,25 @@ fn scoped(ctx: &RequestContext, cluster_id: &str) -> sea_orm::Select<nodegroup::
     q
 }
 
+/// Upstream's ORM defaults for a new nodegroup row: uuid, created_at, `{}`/`[]` JSON,
+/// is_default false.
+pub(crate) fn new_row_defaults(ng: &mut NodeGroup) {
+    let mut uuid = Some(ng.uuid.clone());
+    ng.uuid = ensure_uuid(&mut uuid);
+    ng.created_at = Some(now());
+    ng.updated_at = None;
+    json_default(&mut ng.labels, "{}");
+    json_default(&mut ng.node_addresses, "[]");
+    json_default(&mut ng.node_labels, "{}");
+    json_default(&mut ng.node_taints, "[]");
+    ng.is_default.get_or_insert(false);
+}
+
 impl NodeGroupRepo<'_> {
     /// Insert, with upstream's defaults: uuid, created_at, `{}`/`[]` JSON, is_default false.
     /// A duplicate uuid or (cluster, name) is NodeGroupAlreadyExists.
     pub async fn create(&self, mut ng: NodeGroup) -> Result<NodeGroup> {
-        let mut uuid = Some(ng.uuid.clone());
-        ng.uuid = ensure_uuid(&mut uuid);
-        ng.created_at = Some(now());
-        ng.updated_at = None;
-        json_default(&mut ng.labels, "{}");
-        json_default(&mut ng.node_addresses, "[]");
-        json_default(&mut ng.node_labels, "{}");
-        json_default(&mut ng.node_taints, "[]");
-        ng.is_default.get_or_insert(false);
+        new_row_defaults(&mut ng);
         let (name, cluster_id) = (ng.name.clone(), ng.cluster_id.clone());
         super::insert::<nodegroup::Entity, _>(self.db, ng, || Error::NodeGroupAlreadyExists {
             name,
