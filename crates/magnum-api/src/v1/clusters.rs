@@ -813,13 +813,14 @@ async fn create(app: &AppState, req: &Req) -> ApiResult<Response> {
             "master_count must be 1 when master_lb_enabled is False".into(),
         ));
     }
-    let min_node_count = match labels.get("min_node_count") {
-        None => 0,
-        Some(v) => v
-            .as_str()
+    // The default worker's min_node_count comes from this label (upstream crashed on a bad one).
+    if let Some(v) = labels.get("min_node_count")
+        && v.as_str()
             .and_then(|s| s.trim().parse::<i32>().ok())
-            .ok_or_else(|| invalid("min_node_count", v, "Value should be an integer"))?,
-    };
+            .is_none()
+    {
+        return Err(invalid("min_node_count", v, "Value should be an integer"));
+    }
     let uuid = uuid::Uuid::new_v4().to_string();
     let name = text(&doc, "name")
         .filter(|n| !n.is_empty())
@@ -860,27 +861,11 @@ async fn create(app: &AppState, req: &Req) -> ApiResult<Response> {
         master_lb_enabled,
         ..Cluster::default()
     };
-    // The two default nodegroups the conductor used to create (api.md §6.2.3 table).
-    let group = |role: &str, count: i32, flavor: Option<String>, min: i32| NodeGroup {
-        uuid: uuid::Uuid::new_v4().to_string(),
-        name: format!("default-{role}"),
-        cluster_id: uuid.clone(),
-        project_id: project.clone().unwrap_or_default(),
-        docker_volume_size,
-        labels: Some(labels_text.clone()),
-        flavor_id: flavor,
-        image_id: t.image_id.clone(),
-        node_count: Some(count),
-        min_node_count: Some(min),
-        role: Some(role.to_owned()),
-        is_default: Some(true),
-        status: in_progress.clone(),
-        ..NodeGroup::default()
-    };
-    let groups = vec![
-        group("master", master_count, master_flavor_id, 0),
-        group("worker", node_count, flavor_id, min_node_count),
-    ];
+    // The two default nodegroups the conductor used to create (api.md §6.2.3 table), built by
+    // the same rule the codec uses for a Python API's create.
+    let groups =
+        magnum_rpc::oslo::magnum_codec::default_nodegroups(&row, &t, master_count, node_count)
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
     let message = ClusterCreate {
         cluster_uuid: uuid.clone(),
         master_count,
