@@ -65,7 +65,7 @@ pub struct AppState {
     /// Set with `[api] create_cluster_in_conductor` (Python conductors serve the queue): new
     /// clusters and nodegroups are handed to the codec unsaved, as upstream's API does, and
     /// the conductor inserts them.
-    pub staged: Option<magnum_rpc::oslo::magnum_codec::UnsavedRows>,
+    pub staged: Option<magnum_service::compat::codec::UnsavedRows>,
 }
 
 /// The axum application: one fallback handler that does its own routing.

@@ -6,6 +6,7 @@
 //! read, so concurrent writers never silently overwrite each other.
 
 pub mod entity;
+pub mod fields;
 pub mod json;
 pub mod repo;
 pub mod schema;

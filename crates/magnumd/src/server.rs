@@ -188,7 +188,7 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
     } else {
         // The conductors are elsewhere, reached over RabbitMQ in upstream's wire format.
         let handle = broker(cfg).await?;
-        let codec = magnum_rpc::oslo::magnum_codec::MagnumCodec::new(db.clone())
+        let codec = magnum_service::compat::codec::MagnumCodec::new(db.clone())
             .with_create_cluster_in_conductor(cfg.api.create_cluster_in_conductor);
         if cfg.api.create_cluster_in_conductor {
             staged = Some(codec.unsaved());
@@ -263,7 +263,7 @@ pub async fn run_conductor(cfg: &Config) -> Result<(), Failure> {
     let publisher = publisher.is_enabled().then_some(publisher);
     let conductor = magnum_conductor::Conductor::from_config_with(cfg, db.clone(), publisher)
         .map_err(|e| Failure::Config(e.to_string()))?;
-    let codec = Arc::new(magnum_rpc::oslo::magnum_codec::MagnumCodec::new(db));
+    let codec = Arc::new(magnum_service::compat::codec::MagnumCodec::new(db));
     let server = handle.start_server(Arc::new(conductor.clone()), codec, None);
     let workers = conductor.spawn_workers();
     tracing::info!(

@@ -864,7 +864,7 @@ async fn create(app: &AppState, req: &Req) -> ApiResult<Response> {
     // The two default nodegroups the conductor used to create (api.md §6.2.3 table), built by
     // the same rule the codec uses for a Python API's create.
     let groups =
-        magnum_rpc::oslo::magnum_codec::default_nodegroups(&row, &t, master_count, node_count)
+        magnum_service::clusters::default_nodegroups(&row, &t, master_count, node_count)
             .map_err(|e| ApiError::Internal(e.to_string()))?;
     let message = ClusterCreate {
         cluster_uuid: uuid.clone(),

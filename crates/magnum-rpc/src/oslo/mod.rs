@@ -12,8 +12,6 @@ pub mod connection;
 pub mod envelope;
 pub mod failure;
 pub mod handle;
-pub mod indirection;
-pub mod magnum_codec;
 pub mod notify;
 pub mod objects;
 pub mod options;

@@ -4,11 +4,10 @@
 //!
 //! An [`Object`] holds its set fields already in primitive form, coerced by the same rules a
 //! Python peer applies when it sets an attribute (nullable fields, defaults, enums, strings),
-//! so what we accept and emit is what upstream accepts and emits. [`rows`] maps objects to and
-//! from our database rows.
+//! so what we accept and emit is what upstream accepts and emits. Mapping objects onto database
+//! rows is the upstream bridge's business (`magnum_service::compat`), not the transport's.
 
 mod classes;
-pub mod rows;
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -49,6 +48,13 @@ pub enum ObjectError {
     },
     #[error("Malformed object primitive: {0}")]
     Malformed(String),
+}
+
+/// An object that cannot be read or built is a malformed request or reply.
+impl From<ObjectError> for crate::RpcError {
+    fn from(e: ObjectError) -> Self {
+        crate::RpcError::Malformed(e.to_string())
+    }
 }
 
 impl ObjectError {
@@ -534,5 +540,3 @@ pub fn naive_utc(s: &str) -> Option<NaiveDateTime> {
     parse_datetime(s).map(|dt| dt.with_timezone(&Utc).naive_utc().trunc_subsecs(0))
 }
 
-#[cfg(test)]
-pub(crate) mod tests;

@@ -13,15 +13,15 @@ use magnum_db::repo::nodegroup::NodeGroupFilters;
 use magnum_db::repo::quota::QuotaFilters;
 use magnum_db::repo::x509keypair::X509KeyPairFilters;
 use magnum_db::{Database, Page, SortDir};
-use sea_orm::ModelTrait;
+use magnum_db::fields::RowFields;
 use serde_json::{Map, Value};
 
-use super::objects::rows::{self, changed_row, new_row};
-use super::objects::{
+use super::rows::{self, changed_row, new_row};
+use magnum_rpc::oslo::objects::{
     CLUSTER, CLUSTER_TEMPLATE, Class, FEDERATION, MAGNUM_SERVICE, NODEGROUP, Object, ObjectError,
     QUOTA, Version, X509KEYPAIR, class,
 };
-use crate::transport::{RemoteError, RpcError};
+use magnum_rpc::{RemoteError, RpcError};
 
 pub const OBJECT_CLASS_ACTION_VERSIONS: &str = "object_class_action_versions";
 pub const OBJECT_ACTION: &str = "object_action";
@@ -182,7 +182,7 @@ impl<'a> Params<'a> {
     }
 
     /// limit, marker (an object primitive), sort_key, sort_dir.
-    fn page<M: ModelTrait + Default>(&self, class: &'static Class) -> Outcome<Page<M>> {
+    fn page<M: RowFields + Default>(&self, class: &'static Class) -> Outcome<Page<M>> {
         let marker = match self.get("marker") {
             None => None,
             Some(v) => Some(new_row_with_id::<M>(&Object::from_primitive_of(class, v)?)?),
@@ -200,7 +200,7 @@ impl<'a> Params<'a> {
 }
 
 /// A row holding every set field, the id included (pagination markers compare by id).
-fn new_row_with_id<M: ModelTrait + Default>(obj: &Object) -> Outcome<M> {
+fn new_row_with_id<M: RowFields + Default>(obj: &Object) -> Outcome<M> {
     let mut row: M = new_row(obj)?;
     rows::write_fields(obj, ["id", "created_at", "updated_at"], &mut row)?;
     Ok(row)

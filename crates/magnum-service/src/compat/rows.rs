@@ -3,6 +3,7 @@
 //! `_from_db_object` loads it (every field set, none changed), and an object's fields write
 //! into a row as upstream's `create()`/`save()` write their values.
 
+use magnum_db::fields::{ColumnKind, FieldValue, RowFields};
 use magnum_db::json::{dumps, loads};
 use magnum_db::repo::cluster::Cluster;
 use magnum_db::repo::cluster_template::ClusterTemplate;
@@ -11,93 +12,81 @@ use magnum_db::repo::magnum_service::MagnumService;
 use magnum_db::repo::nodegroup::NodeGroup;
 use magnum_db::repo::quota::Quota;
 use magnum_db::repo::x509keypair::X509KeyPair;
-use sea_orm::{EntityTrait, ModelTrait, Value as Sql};
-use serde_json::Value;
-
-use super::{
+use magnum_rpc::oslo::objects::{
     CLUSTER, CLUSTER_TEMPLATE, Class, FEDERATION, Kind, MAGNUM_SERVICE, NODEGROUP, Object,
     ObjectError, QUOTA, STATS, X509KEYPAIR, format_naive, naive_utc,
 };
-
-type Column<M> = <<M as ModelTrait>::Entity as EntityTrait>::Column;
-
-fn column<M: ModelTrait>(name: &str) -> Option<Column<M>> {
-    name.parse::<Column<M>>().ok()
-}
+use serde_json::Value;
 
 /// A column value as the field's raw value (JSON text parsed; unparsable text reads as None,
 /// as upstream's JSON column type tolerates legacy rows).
-fn sql_to_json(kind: Kind, v: Sql) -> Value {
+fn sql_to_json(kind: Kind, v: FieldValue) -> Value {
     match v {
-        Sql::Int(Some(i)) => Value::from(i),
-        Sql::BigInt(Some(i)) => Value::from(i),
-        Sql::Bool(Some(b)) => Value::Bool(b),
-        Sql::ChronoDateTime(Some(dt)) => Value::String(format_naive(dt)),
-        Sql::String(Some(s)) if kind.is_json_column() => {
+        FieldValue::Int(i) => Value::from(i),
+        FieldValue::Bool(b) => Value::Bool(b),
+        FieldValue::DateTime(dt) => Value::String(format_naive(dt)),
+        FieldValue::Text(s) if kind.is_json_column() => {
             loads::<Value>(Some(&s)).unwrap_or_default()
         }
-        Sql::String(Some(s)) => Value::String(s),
-        _ => Value::Null,
+        FieldValue::Text(s) => Value::String(s),
+        FieldValue::Null => Value::Null,
     }
 }
 
-/// A field primitive as a value for a column shaped like `like`. JSON columns store None as
+/// A field primitive as a value for a column of `column` kind. JSON columns store None as
 /// `{}`/`[]`, as upstream's JSON column types write it.
 fn json_to_sql(
     class: &Class,
     name: &str,
     kind: Kind,
     v: &Value,
-    like: &Sql,
-) -> Result<Sql, ObjectError> {
+    column: ColumnKind,
+) -> Result<FieldValue, ObjectError> {
     let bad = || ObjectError::Field {
         class: class.name,
         field: name.to_owned(),
         reason: format!("cannot store {v} in its column"),
     };
-    Ok(match like {
-        Sql::Int(_) => Sql::Int(match v {
-            Value::Null => None,
-            _ => Some(
-                v.as_i64()
-                    .and_then(|i| i32::try_from(i).ok())
-                    .ok_or_else(bad)?,
-            ),
-        }),
-        Sql::Bool(_) => Sql::Bool(match v {
-            Value::Null => None,
-            _ => Some(v.as_bool().ok_or_else(bad)?),
-        }),
-        Sql::ChronoDateTime(_) => Sql::ChronoDateTime(match v {
-            Value::Null => None,
-            _ => Some(v.as_str().and_then(naive_utc).ok_or_else(bad)?),
-        }),
-        Sql::String(_) if kind.is_json_column() => Sql::String(Some(match v {
+    if v.is_null() && !(column == ColumnKind::Text && kind.is_json_column()) {
+        return Ok(FieldValue::Null);
+    }
+    Ok(match column {
+        ColumnKind::Int => FieldValue::Int(
+            v.as_i64()
+                .filter(|i| i32::try_from(*i).is_ok())
+                .ok_or_else(bad)?,
+        ),
+        ColumnKind::Bool => FieldValue::Bool(v.as_bool().ok_or_else(bad)?),
+        ColumnKind::DateTime => {
+            FieldValue::DateTime(v.as_str().and_then(naive_utc).ok_or_else(bad)?)
+        }
+        ColumnKind::Text if kind.is_json_column() => FieldValue::Text(match v {
             Value::Null if matches!(kind, Kind::DictOfStrings) => "{}".to_owned(),
             Value::Null => "[]".to_owned(),
             other => dumps(other),
-        })),
-        Sql::String(_) => Sql::String(match v {
-            Value::Null => None,
-            Value::String(s) => Some(s.clone()),
-            _ => return Err(bad()),
         }),
-        _ => return Err(bad()),
+        ColumnKind::Text => match v {
+            Value::String(s) => FieldValue::Text(s.clone()),
+            _ => return Err(bad()),
+        },
     })
 }
 
 /// A row's column fields as raw values, before the object's coercion: what upstream's
 /// `_from_db_object` reads (JSON columns decoded).
-pub fn raw_fields<M: ModelTrait>(class: &'static Class, row: &M) -> Vec<(&'static str, Value)> {
+pub fn raw_fields<M: RowFields>(class: &'static Class, row: &M) -> Vec<(&'static str, Value)> {
     class
         .fields
         .iter()
-        .filter_map(|f| column::<M>(f.name).map(|col| (f.name, sql_to_json(f.kind, row.get(col)))))
+        .filter_map(|f| {
+            row.column_value(f.name)
+                .map(|v| (f.name, sql_to_json(f.kind, v)))
+        })
         .collect()
 }
 
 /// The object a row loads as: every column field set, nothing changed.
-pub fn from_row<M: ModelTrait>(class: &'static Class, row: &M) -> Result<Object, ObjectError> {
+pub fn from_row<M: RowFields>(class: &'static Class, row: &M) -> Result<Object, ObjectError> {
     let mut obj = Object::new(class);
     for (name, v) in raw_fields(class, row) {
         obj.load(name, v)?;
@@ -106,19 +95,19 @@ pub fn from_row<M: ModelTrait>(class: &'static Class, row: &M) -> Result<Object,
 }
 
 /// Write the named fields of `obj` (those that are set and are columns) into `row`.
-pub fn write_fields<'a, M: ModelTrait>(
+pub fn write_fields<'a, M: RowFields>(
     obj: &Object,
     names: impl IntoIterator<Item = &'a str>,
     row: &mut M,
 ) -> Result<(), ObjectError> {
     let class = obj.class();
     for name in names {
-        let (Some(f), Some(v), Some(col)) = (class.field(name), obj.get(name), column::<M>(name))
+        let (Some(f), Some(v), Some(col)) = (class.field(name), obj.get(name), row.column_kind(name))
         else {
             continue;
         };
-        let new = json_to_sql(class, name, f.kind, v, &row.get(col))?;
-        row.try_set(col, new).map_err(|e| ObjectError::Field {
+        let new = json_to_sql(class, name, f.kind, v, col)?;
+        row.set_column_value(name, new).map_err(|e| ObjectError::Field {
             class: class.name,
             field: name.to_owned(),
             reason: e.to_string(),
@@ -129,7 +118,7 @@ pub fn write_fields<'a, M: ModelTrait>(
 
 /// A new row holding every set field of `obj` except what storage assigns (id, timestamps):
 /// what upstream's `create()` inserts.
-pub fn new_row<M: ModelTrait + Default>(obj: &Object) -> Result<M, ObjectError> {
+pub fn new_row<M: RowFields + Default>(obj: &Object) -> Result<M, ObjectError> {
     let mut row = M::default();
     let names: Vec<&str> = obj
         .fields()
@@ -141,7 +130,7 @@ pub fn new_row<M: ModelTrait + Default>(obj: &Object) -> Result<M, ObjectError> 
 }
 
 /// `original` with the object's changed fields applied: what upstream's `save()` writes.
-pub fn changed_row<M: ModelTrait + Clone>(obj: &Object, original: &M) -> Result<M, ObjectError> {
+pub fn changed_row<M: RowFields + Clone>(obj: &Object, original: &M) -> Result<M, ObjectError> {
     let mut row = original.clone();
     let changes = obj.changes();
     write_fields(
@@ -189,3 +178,6 @@ pub fn stats(clusters: u64, nodes: i64) -> Result<Object, ObjectError> {
     obj.set("nodes", Value::from(nodes))?;
     Ok(obj)
 }
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -5,11 +5,11 @@
 use serde_json::json;
 
 use super::*;
-use crate::oslo::objects::tests::{
+use crate::compat::rows::tests::{
     CLUSTER_UUID, CSR, PROJECT, Seed, TEMPLATE_UUID, USER, cluster_row, normalized, seed,
     spec_certificate, spec_cluster, temp_db, template_row, upstream,
 };
-use crate::oslo::objects::{KEY_CHANGES, KEY_DATA, KEY_NAME, KEY_VERSION};
+use magnum_rpc::oslo::objects::{KEY_CHANGES, KEY_DATA, KEY_NAME, KEY_VERSION};
 
 fn ctx() -> RequestContext {
     RequestContext {
@@ -586,7 +586,7 @@ async fn with_create_cluster_in_conductor_the_api_stages_and_the_conductor_inser
 
     // Nodegroups likewise: staged by the API, inserted by the conductor.
     let ng_uuid = "5b0c3f9e-1d2a-4c3b-8e7f-6a5b4c3d2e1f";
-    let mut ng = crate::oslo::objects::tests::nodegroup_row("worker", 2);
+    let mut ng = crate::compat::rows::tests::nodegroup_row("worker", 2);
     ng.uuid = ng_uuid.into();
     ng.name = "extra".into();
     ng.is_default = Some(false);

@@ -18,20 +18,20 @@ use magnum_core::{Error, RequestContext};
 use magnum_db::Database;
 use magnum_db::json::loads;
 use magnum_db::repo::cluster::Cluster;
-use magnum_db::repo::cluster_template::ClusterTemplate;
 use magnum_db::repo::nodegroup::NodeGroup;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use super::codec::{Codec, Decoded, WireRequest, context_from_wire, context_to_wire};
+use magnum_rpc::messages::{method as m, *};
+use magnum_rpc::oslo::codec::{Codec, Decoded, WireRequest, context_from_wire, context_to_wire};
 use super::indirection;
-use super::objects::rows::{self, new_row};
-use super::objects::{
+use super::rows::{self, new_row};
+use crate::clusters::default_nodegroups;
+use magnum_rpc::oslo::objects::{
     CERTIFICATE, CLUSTER, CLUSTER_TEMPLATE, NODEGROUP, Object, ObjectError, is_primitive,
 };
-use crate::messages::{method as m, *};
-use crate::transport::{Message, RemoteError, RpcError};
+use magnum_rpc::{Message, RemoteError, RpcError};
 
 /// New rows our API built but, with `[api] create_cluster_in_conductor`, did not insert:
 /// clusters (for `cluster_create`) and nodegroups (for `nodegroup_create`). The API stages a
@@ -127,11 +127,6 @@ fn remote(e: &Error) -> RpcError {
     RpcError::Remote(RemoteError::from(e))
 }
 
-impl From<ObjectError> for RpcError {
-    fn from(e: ObjectError) -> Self {
-        RpcError::Malformed(e.to_string())
-    }
-}
 
 /// Rows are read past the tenant filter: the sender authorised the request, and the codec
 /// only translates it.
@@ -168,7 +163,7 @@ fn arg<'a>(args: &'a Map<String, Value>, name: &str) -> Result<&'a Value, RpcErr
 fn arg_object(
     args: &Map<String, Value>,
     name: &str,
-    class: &'static super::objects::Class,
+    class: &'static magnum_rpc::oslo::objects::Class,
 ) -> Result<Object, RpcError> {
     Ok(Object::from_primitive_of(class, arg(args, name)?)?)
 }
@@ -233,66 +228,6 @@ fn as_unsaved(stored: &Object, keep_null: &[&str]) -> Result<Object, ObjectError
         obj.set(name, v.clone())?;
     }
     Ok(obj)
-}
-
-/// Upstream conductor's default nodegroups for a new cluster (`_get_nodegroup_object`):
-/// `default-master` and `default-worker`, labels copied from the cluster, image from the
-/// template, volume size and flavors from the cluster or else the template, the worker's
-/// minimum from the `min_node_count` label, both CREATE_IN_PROGRESS. Uuids are fresh.
-pub fn default_nodegroups(
-    cluster: &Cluster,
-    template: &ClusterTemplate,
-    master_count: i32,
-    node_count: i32,
-) -> Result<Vec<NodeGroup>, ObjectError> {
-    let labels: Map<String, Value> = loads(cluster.labels.as_deref()).unwrap_or_default();
-    let min_node_count = match labels.get("min_node_count") {
-        None => 0,
-        Some(v) => v
-            .as_str()
-            .and_then(|s| s.trim().parse::<i32>().ok())
-            .or_else(|| v.as_i64().and_then(|i| i32::try_from(i).ok()))
-            .ok_or_else(|| ObjectError::Field {
-                class: NODEGROUP.name,
-                field: "min_node_count".into(),
-                reason: format!("invalid literal for int(): {v}"),
-            })?,
-    };
-    let labels_text = magnum_db::json::dumps(&Value::Object(labels));
-    let docker_volume_size = cluster.docker_volume_size.or(template.docker_volume_size);
-    let group = |role: &str, count: i32, flavor: Option<String>, min: i32| NodeGroup {
-        uuid: uuid::Uuid::new_v4().to_string(),
-        name: format!("default-{role}"),
-        cluster_id: cluster.uuid.clone().unwrap_or_default(),
-        project_id: cluster.project_id.clone().unwrap_or_default(),
-        docker_volume_size,
-        labels: Some(labels_text.clone()),
-        flavor_id: flavor,
-        image_id: template.image_id.clone(),
-        node_count: Some(count),
-        min_node_count: Some(min),
-        role: Some(role.to_owned()),
-        is_default: Some(true),
-        status: Some(ClusterStatus::CreateInProgress.as_str().to_owned()),
-        ..NodeGroup::default()
-    };
-    let or_template = |own: &Option<String>, t: &Option<String>| {
-        own.clone().filter(|s| !s.is_empty()).or_else(|| t.clone())
-    };
-    Ok(vec![
-        group(
-            "master",
-            master_count,
-            or_template(&cluster.master_flavor_id, &template.master_flavor_id),
-            0,
-        ),
-        group(
-            "worker",
-            node_count,
-            or_template(&cluster.flavor_id, &template.flavor_id),
-            min_node_count,
-        ),
-    ])
 }
 
 impl MagnumCodec {
@@ -542,7 +477,8 @@ impl MagnumCodec {
             .get_by_uuid(&system(), &template_uuid)
             .await
             .map_err(|e| remote(&e))?;
-        let ngs = default_nodegroups(&row, &template, master_count, node_count)?;
+        let ngs = default_nodegroups(&row, &template, master_count, node_count)
+            .map_err(|e| RpcError::Malformed(e.to_string()))?;
         match self
             .db
             .clusters()

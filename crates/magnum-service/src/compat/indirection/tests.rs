@@ -5,10 +5,10 @@
 use serde_json::json;
 
 use super::*;
-use crate::oslo::objects::tests::{
+use crate::compat::rows::tests::{
     CLUSTER_UUID, PROJECT, TEMPLATE_UUID, normalized, seed, spec_cluster, temp_db, upstream,
 };
-use crate::oslo::objects::{CERTIFICATE, KEY_DATA, KEY_VERSION};
+use magnum_rpc::oslo::objects::{CERTIFICATE, KEY_DATA, KEY_VERSION};
 
 fn admin() -> RequestContext {
     RequestContext::admin_all_tenants()

@@ -12,8 +12,8 @@ use magnum_db::repo::nodegroup::NodeGroup;
 use magnum_db::{Database, DbSettings, DbUrl};
 use serde_json::json;
 
-use super::rows::{self, changed_row, new_row, raw_fields};
-use super::*;
+use super::{self as rows, changed_row, new_row, raw_fields};
+use magnum_rpc::oslo::objects::*;
 
 // ---------------------------------------------------------------------------------------
 // Shared fixtures.
