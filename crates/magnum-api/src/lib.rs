@@ -8,7 +8,6 @@ pub mod input;
 pub mod openapi;
 pub mod patch;
 pub mod routes;
-pub mod validate;
 pub mod version;
 
 mod v1;
@@ -19,20 +18,15 @@ use magnum_core::policy::Enforcer;
 use magnum_db::Database;
 
 pub use auth::Auth;
-pub use validate::{KeystoneValidator, NoValidation, ResourceValidator};
+pub use magnum_service::{
+    KeystoneValidator, NoValidation, ResourceValidator, ServiceSettings, Services, TemplateFacts,
+};
 
 /// What the API needs from magnum.conf.
 #[derive(Clone, Debug)]
 pub struct ApiSettings {
     pub max_limit: u64,
     pub service_down_time: i64,
-    pub max_clusters_per_project: i32,
-    pub allowed_network_drivers: Vec<String>,
-    pub default_network_driver: String,
-    pub default_boot_volume_size: i64,
-    /// Drivers this deployment has; templates may only name these.
-    pub drivers: Vec<String>,
-    pub default_driver: Option<String>,
     /// Scheme used for links when no `X-Forwarded-Proto` says otherwise.
     pub https: bool,
 }
@@ -42,12 +36,6 @@ impl Default for ApiSettings {
         Self {
             max_limit: 1000,
             service_down_time: 180,
-            max_clusters_per_project: 20,
-            allowed_network_drivers: vec!["flannel".into(), "calico".into()],
-            default_network_driver: "flannel".into(),
-            default_boot_volume_size: 0,
-            drivers: vec!["simulated".into()],
-            default_driver: None,
             https: false,
         }
     }
@@ -55,17 +43,13 @@ impl Default for ApiSettings {
 
 /// Everything a request handler can reach.
 pub struct AppState {
+    /// Reads for rendering (lists, shows, lookups); every write goes through `services`.
     pub db: Database,
     pub auth: Auth,
     pub policy: Enforcer,
     pub settings: ApiSettings,
-    pub validator: Arc<dyn ResourceValidator>,
-    /// The conductor, over whatever transport this process uses.
-    pub conductor: Arc<dyn magnum_rpc::ConductorApi>,
-    /// Set with `[api] create_cluster_in_conductor` (Python conductors serve the queue): new
-    /// clusters and nodegroups are handed to the codec unsaved, as upstream's API does, and
-    /// the conductor inserts them.
-    pub staged: Option<magnum_service::compat::codec::UnsavedRows>,
+    /// The domain services: the only way a handler changes anything.
+    pub services: Services,
 }
 
 /// The axum application: one fallback handler that does its own routing.

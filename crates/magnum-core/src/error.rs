@@ -84,6 +84,12 @@ pub enum Error {
     #[error("{message}")]
     Remote { kind: ErrorKind, message: String },
 
+    /// Not found, with a free-text message (upstream's plain 404s).
+    #[error("{message}")]
+    NotFound { message: String },
+    /// Another service this one needs (Keystone, Glance, ...) cannot be reached.
+    #[error("{message}")]
+    ServiceUnavailable { message: String },
     #[error("Database unavailable: {0}")]
     DatabaseUnavailable(String),
     #[error("Database error: {0}")]
@@ -107,7 +113,8 @@ impl Error {
             | X509KeyPairNotFound { .. }
             | MagnumServiceNotFound { .. }
             | QuotaNotFound { .. }
-            | FederationNotFound { .. } => ErrorKind::NotFound,
+            | FederationNotFound { .. }
+            | NotFound { .. } => ErrorKind::NotFound,
             ClusterAlreadyExists { .. }
             | ClusterTemplateAlreadyExists { .. }
             | NodeGroupAlreadyExists { .. }
@@ -119,7 +126,7 @@ impl Error {
             | StaleWrite { .. } => ErrorKind::Conflict,
             Forbidden { .. } => ErrorKind::Forbidden,
             Remote { kind, .. } => *kind,
-            DatabaseUnavailable(_) => ErrorKind::Unavailable,
+            DatabaseUnavailable(_) | ServiceUnavailable { .. } => ErrorKind::Unavailable,
             Database(_) | Internal(_) => ErrorKind::Internal,
         }
     }
@@ -202,7 +209,10 @@ impl Error {
                 ErrorKind::Conflict => "Conflict",
                 ErrorKind::Unavailable | ErrorKind::Internal => "MagnumException",
             },
-            DatabaseUnavailable(_) | Database(_) | Internal(_) => "MagnumException",
+            NotFound { .. } => "ObjectNotFound",
+            ServiceUnavailable { .. } | DatabaseUnavailable(_) | Database(_) | Internal(_) => {
+                "MagnumException"
+            }
         }
     }
 

@@ -11,3 +11,4 @@ pub use context::RequestContext;
 pub use error::{Error, ErrorKind, Result};
 pub mod config;
 pub mod policy;
+pub mod py;

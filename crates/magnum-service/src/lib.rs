@@ -1,7 +1,144 @@
 //! Domain services: the one place that creates or changes clusters, nodegroups, cluster
-//! templates, quotas and federations. The HTTP layer parses and authorises, then calls a
-//! service with a typed request; the service validates, reserves quota, builds rows with
-//! their defaults, writes them through storage and hands the work to the conductor over RPC.
+//! templates, quotas and federations. The HTTP layer parses (WSME rules) and authorises, then
+//! calls a service with a typed request; the service validates (local rules, and other
+//! OpenStack services through [`ResourceValidator`]), reserves quota, builds rows with their
+//! defaults, writes them through storage and hands the work to the conductor over RPC,
+//! compensating when the hand-over fails.
+//!
+//! Reads that only render (lists, shows) go to storage directly: they change nothing and
+//! need no rule but the tenant filter, which storage applies.
 
+pub mod certificates;
 pub mod clusters;
 pub mod compat;
+pub mod federations;
+pub mod nodegroups;
+pub mod quotas;
+pub mod templates;
+pub mod validate;
+
+use std::sync::Arc;
+
+use magnum_db::Database;
+use magnum_rpc::ConductorApi;
+
+pub use compat::UnsavedRows;
+pub use validate::{KeystoneValidator, NoValidation, ResourceValidator, TemplateFacts};
+
+/// The options of magnum.conf the domain rules use.
+#[derive(Clone, Debug)]
+pub struct ServiceSettings {
+    /// `[quotas] max_clusters_per_project`: the limit of projects without an explicit quota.
+    pub max_clusters_per_project: i32,
+    pub allowed_network_drivers: Vec<String>,
+    pub default_network_driver: String,
+    pub default_boot_volume_size: i64,
+    /// Drivers this deployment has; templates may only name these.
+    pub drivers: Vec<String>,
+    pub default_driver: Option<String>,
+}
+
+impl Default for ServiceSettings {
+    fn default() -> Self {
+        Self {
+            max_clusters_per_project: 20,
+            allowed_network_drivers: vec!["flannel".into(), "calico".into()],
+            default_network_driver: "flannel".into(),
+            default_boot_volume_size: 0,
+            drivers: vec!["simulated".into()],
+            default_driver: None,
+        }
+    }
+}
+
+/// Everything the services need. Cheap to share behind an `Arc`.
+pub struct Services {
+    db: Database,
+    conductor: Arc<dyn ConductorApi>,
+    validator: Arc<dyn ResourceValidator>,
+    settings: ServiceSettings,
+    /// Set with `[api] create_cluster_in_conductor` (Python conductors serve the queue): new
+    /// clusters and nodegroups go to the codec unsaved, as upstream's API sends them, and the
+    /// conductor inserts them.
+    staged: Option<UnsavedRows>,
+}
+
+impl Services {
+    pub fn new(
+        db: Database,
+        conductor: Arc<dyn ConductorApi>,
+        validator: Arc<dyn ResourceValidator>,
+        settings: ServiceSettings,
+    ) -> Self {
+        Self {
+            db,
+            conductor,
+            validator,
+            settings,
+            staged: None,
+        }
+    }
+
+    /// Hand new clusters and nodegroups to the conductor unsaved (see [`UnsavedRows`]).
+    pub fn with_staging(mut self, staged: Option<UnsavedRows>) -> Self {
+        self.staged = staged;
+        self
+    }
+
+    pub fn settings(&self) -> &ServiceSettings {
+        &self.settings
+    }
+
+    pub fn certificates(&self) -> certificates::Certificates<'_> {
+        certificates::Certificates { s: self }
+    }
+
+    pub fn templates(&self) -> templates::Templates<'_> {
+        templates::Templates { s: self }
+    }
+
+    pub fn clusters(&self) -> clusters::Clusters<'_> {
+        clusters::Clusters { s: self }
+    }
+
+    pub fn nodegroups(&self) -> nodegroups::Nodegroups<'_> {
+        nodegroups::Nodegroups { s: self }
+    }
+
+    pub fn quotas(&self) -> quotas::Quotas<'_> {
+        quotas::Quotas { s: self }
+    }
+
+    pub fn federations(&self) -> federations::Federations<'_> {
+        federations::Federations { s: self }
+    }
+}
+
+const GREEK: [&str; 24] = [
+    "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa",
+    "lambda", "mu", "nu", "xi", "omicron", "pi", "rho", "sigma", "tau", "upsilon", "phi", "chi",
+    "psi", "omega",
+];
+
+/// Upstream's generated names: `<greek letter>-<1..24>-<suffix>`.
+pub fn generate_name(suffix: &str) -> String {
+    let word = GREEK[(uuid::Uuid::new_v4().as_u128() % 24) as usize];
+    let n = uuid::Uuid::new_v4().as_u128() % 24 + 1;
+    format!("{word}-{n}-{suffix}")
+}
+
+fn invalid(message: String) -> magnum_core::Error {
+    magnum_core::Error::InvalidParameterValue { message }
+}
+
+/// Upstream's invalid-attribute text, with the value as Python's `str()` shows it.
+pub fn invalid_attribute(
+    field: &str,
+    value: &serde_json::Value,
+    reason: impl std::fmt::Display,
+) -> magnum_core::Error {
+    invalid(format!(
+        "Invalid input for field/attribute {field}. Value: '{}'. {reason}",
+        magnum_core::py::py_str(value)
+    ))
+}

@@ -5,7 +5,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use magnum_api::{ApiSettings, AppState, Auth, KeystoneValidator, NoValidation, ResourceValidator};
+use magnum_api::{
+    ApiSettings, AppState, Auth, KeystoneValidator, NoValidation, ResourceValidator,
+    ServiceSettings, Services,
+};
 use magnum_core::config::Config;
 use magnum_core::policy::{Enforcer, PolicyOptions};
 use magnum_db::Database;
@@ -31,6 +34,12 @@ fn api_settings(cfg: &Config) -> ApiSettings {
     ApiSettings {
         max_limit: u64::from(cfg.api.max_limit),
         service_down_time: i64::from(cfg.default.service_down_time),
+        https: cfg.api.enabled_ssl,
+    }
+}
+
+fn service_settings(cfg: &Config) -> ServiceSettings {
+    ServiceSettings {
         max_clusters_per_project: i32::try_from(cfg.quotas.max_clusters_per_project)
             .unwrap_or(i32::MAX),
         allowed_network_drivers: cfg
@@ -44,7 +53,6 @@ fn api_settings(cfg: &Config) -> ApiSettings {
         default_boot_volume_size: i64::from(cfg.cinder.default_boot_volume_size),
         drivers: vec!["simulated".into()],
         default_driver: cfg.drivers.default_driver.clone(),
-        https: cfg.api.enabled_ssl,
     }
 }
 
@@ -197,17 +205,18 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
         oslo = Some(handle);
         transport
     };
+    let conductor = Arc::new(magnum_rpc::RpcClient::new(
+        transport,
+        Duration::from_secs(u64::from(cfg.default.rpc_response_timeout)),
+    ));
+    let services = Services::new(db.clone(), conductor, validator, service_settings(cfg))
+        .with_staging(staged);
     let state = Arc::new(AppState {
         db,
         auth,
         policy: policy(cfg, &opts.config_dirs)?,
         settings: api_settings(cfg),
-        validator,
-        conductor: Arc::new(magnum_rpc::RpcClient::new(
-            transport,
-            Duration::from_secs(u64::from(cfg.default.rpc_response_timeout)),
-        )),
-        staged,
+        services,
     });
     let addr = format!("{}:{}", cfg.api.host, cfg.api.port);
     let listener = tokio::net::TcpListener::bind(&addr)

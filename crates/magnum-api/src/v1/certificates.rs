@@ -5,14 +5,13 @@ use axum::response::Response;
 use http::{Method, StatusCode};
 use magnum_core::Error;
 use magnum_db::repo::cluster::Cluster;
-use magnum_rpc::{ClusterRef, GetCaCertificate, SignCertificate};
 use serde_json::{Value, json};
 
 use super::lookup;
 use super::{links_pair, owner_target, respond};
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
-use crate::input::{Field, Kind, field, invalid, parse_object, read_only};
+use crate::input::{Field, Kind, field, parse_object, read_only};
 use crate::routes::Req;
 
 const FIELDS: &[Field] = &[
@@ -85,12 +84,13 @@ async fn show(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
     let c = lookup::cluster(app, &req.ctx, ident).await?;
     app.policy
         .authorize("certificate:get", &owner(&c), &req.ctx)?;
+    let ca_cert_type = req.query("ca_cert_type").map(str::to_owned);
+    let pem = app
+        .services
+        .certificates()
+        .ca(&req.ctx, &c, ca_cert_type)
+        .await?;
     let uuid = c.uuid.unwrap_or_default();
-    let message = GetCaCertificate {
-        cluster_uuid: uuid.clone(),
-        ca_cert_type: req.query("ca_cert_type").map(str::to_owned),
-    };
-    let pem = app.conductor.get_ca_certificate(&req.ctx, message).await?;
     respond(
         StatusCode::OK,
         &json!({
@@ -116,21 +116,17 @@ async fn sign(app: &AppState, req: &Req) -> ApiResult<Response> {
     };
     app.policy
         .authorize("certificate:create", &owner(&c), &req.ctx)?;
-    let Some(csr) = doc.get("csr").and_then(Value::as_str).map(str::to_owned) else {
-        // Upstream's conductor failed on a missing CSR; say so before asking it.
-        return Err(invalid("csr", &Value::Null, "Mandatory field missing."));
-    };
-    let uuid = c.uuid.unwrap_or_default();
+    let csr = doc.get("csr").and_then(Value::as_str).map(str::to_owned);
     let ca_cert_type = doc
         .get("ca_cert_type")
         .and_then(Value::as_str)
         .map(str::to_owned);
-    let message = SignCertificate {
-        cluster_uuid: uuid.clone(),
-        csr: csr.clone(),
-        ca_cert_type: ca_cert_type.clone(),
-    };
-    let pem = app.conductor.sign_certificate(&req.ctx, message).await?;
+    let pem = app
+        .services
+        .certificates()
+        .sign(&req.ctx, &c, csr.clone(), ca_cert_type.clone())
+        .await?;
+    let uuid = c.uuid.unwrap_or_default();
     let mut body = json!({
         "cluster_uuid": uuid,
         "links": links_pair(&req.base, &format!("certificates/{uuid}")),
@@ -153,17 +149,10 @@ async fn rotate(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
         c.cluster_template_id.as_deref().unwrap_or("None"),
     )
     .await?;
-    if template.tls_disabled == Some(true) {
-        return Err(ApiError::BadRequest(
-            "Rotating the CA certificate on a non-TLS cluster is not supported".into(),
-        ));
-    }
-    let uuid = c.uuid.unwrap_or_default();
-    let message = ClusterRef {
-        cluster_uuid: uuid.clone(),
-    };
-    app.conductor
-        .rotate_ca_certificate(&req.ctx, message)
+    app.services
+        .certificates()
+        .rotate_ca(&req.ctx, &c, &template)
         .await?;
+    let uuid = c.uuid.unwrap_or_default();
     respond(StatusCode::ACCEPTED, &json!({"uuid": uuid}))
 }

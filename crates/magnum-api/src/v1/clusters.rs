@@ -12,14 +12,11 @@ use std::collections::HashMap;
 use axum::response::Response;
 use http::{Method, StatusCode};
 use magnum_core::ids::is_uuid_like;
-use magnum_core::lifecycle::ClusterOp;
 use magnum_core::status::ClusterStatus;
 use magnum_core::{Error, RequestContext};
-use magnum_db::json::dumps;
-use magnum_db::repo::cluster::{Cluster, ClusterFilters, ClusterQuota};
-use magnum_db::repo::cluster_template::ClusterTemplate;
+use magnum_db::repo::cluster::{Cluster, ClusterFilters};
 use magnum_db::repo::nodegroup::NodeGroup;
-use magnum_rpc::{ClusterCreate, ClusterRef, ClusterResize, ClusterUpdate, ClusterUpgrade};
+use magnum_service::clusters::{ClusterChange, NewCluster, ZERO_NODES};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
@@ -142,8 +139,6 @@ const COMPARED: &[&str] = &[
     "master_addresses",
 ];
 
-const ZERO_NODES: &str =
-    "Resizing a nodegroup to zero is not supported in the provided microversion.";
 
 fn is_master(ng: &NodeGroup) -> bool {
     ng.role.as_deref() == Some("master")
@@ -683,52 +678,6 @@ async fn show(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
     super::respond_with(StatusCode::OK, &body)
 }
 
-/// The template's driver must be one this deployment runs (api.md §6.2.3 step 4). Upstream
-/// resolved the driver from (server_type, os, coe) and ignored the template's `driver`,
-/// which could pick a different driver than the one that runs (drivers.md §2.2).
-fn check_driver(app: &AppState, t: &ClusterTemplate) -> ApiResult<()> {
-    let name = t
-        .driver
-        .clone()
-        .or_else(|| app.settings.default_driver.clone())
-        .or_else(|| app.settings.drivers.iter().min().cloned());
-    let none = || "None".to_owned();
-    match name {
-        Some(n) if app.settings.drivers.contains(&n) => Ok(()),
-        Some(n) => Err(ApiError::BadRequest(format!(
-            "Cluster driver ({n}) not supported."
-        ))),
-        None => Err(ApiError::BadRequest(format!(
-            "Cluster type ({}, {}, {}) not supported.",
-            t.server_type.clone().unwrap_or_else(none),
-            t.cluster_distro.clone().unwrap_or_else(none),
-            t.coe.clone().unwrap_or_else(none)
-        ))),
-    }
-}
-
-/// Labels of a new cluster (api.md §6.2.4).
-fn initial_labels(doc: &Map<String, Value>, t: &ClusterTemplate) -> Map<String, Value> {
-    let template = lookup::labels(t.labels.as_deref());
-    match doc.get("labels") {
-        Some(Value::Object(given)) if !given.is_empty() => {
-            if boolean(doc, "merge_labels") == Some(true) {
-                let mut merged = template;
-                merged.extend(given.clone());
-                merged
-            } else {
-                given.clone()
-            }
-        }
-        _ => template,
-    }
-}
-
-/// The cluster's value when set (present, not null), else the template's.
-fn or_template<T: Clone>(own: Option<T>, template: &Option<T>) -> Option<T> {
-    own.or_else(|| template.clone())
-}
-
 async fn create(app: &AppState, req: &Req) -> ApiResult<Response> {
     let before_1_10 = req.version < ApiVersion::new(1, 10);
     let doc = parse_object("cluster", req.body.as_ref(), FIELDS)?;
@@ -741,174 +690,40 @@ async fn create(app: &AppState, req: &Req) -> ApiResult<Response> {
         }
         other => other?,
     };
-    check_driver(app, &t)?;
-    let docker_volume_size = or_template(int32(&doc, "docker_volume_size")?, &t.docker_volume_size);
-    if t.docker_storage_driver.as_deref() == Some("devicemapper")
-        && docker_volume_size.is_none_or(|v| v < 3)
-    {
-        return Err(ApiError::BadRequest(format!(
-            "docker volume size {} GB is not valid, expecting minimum value 3GB for devicemapper storage driver.",
-            docker_volume_size.map_or_else(|| "None".to_owned(), |v| v.to_string())
-        )));
-    }
     // Absent or null counts take the attribute's declared default.
-    let master_count = int32(&doc, "master_count")?.unwrap_or(1);
-    if master_count % 2 == 0 || master_count < 1 {
-        return Err(ApiError::BadRequest(format!(
-            "master nodegroup size of {master_count} is invalid, size cannot be an even number."
-        )));
-    }
-    let node_count = int32(&doc, "node_count")?.unwrap_or(1);
-    if before_1_10 && node_count == 0 {
-        return Err(ApiError::BadRequest(ZERO_NODES.into()));
-    }
+    let present = |k: &str| doc.contains_key(k);
+    let new = NewCluster {
+        name: text(&doc, "name"),
+        keypair: text(&doc, "keypair"),
+        docker_volume_size: int32(&doc, "docker_volume_size")?,
+        labels: doc.get("labels").and_then(Value::as_object).cloned(),
+        merge_labels: boolean(&doc, "merge_labels") == Some(true),
+        master_flavor_id: text(&doc, "master_flavor_id"),
+        flavor_id: text(&doc, "flavor_id"),
+        master_count: int32(&doc, "master_count")?,
+        node_count: int32(&doc, "node_count")?,
+        create_timeout: if present("create_timeout") {
+            Some(int32(&doc, "create_timeout")?)
+        } else {
+            None
+        },
+        discovery_url: text(&doc, "discovery_url"),
+        fixed_network: text(&doc, "fixed_network"),
+        fixed_subnet: text(&doc, "fixed_subnet"),
+        floating_ip_enabled: present("floating_ip_enabled")
+            .then(|| boolean(&doc, "floating_ip_enabled")),
+        master_lb_enabled: present("master_lb_enabled")
+            .then(|| boolean(&doc, "master_lb_enabled")),
+        health_status: text(&doc, "health_status"),
+        health_status_reason: doc.get("health_status_reason").cloned(),
+        allow_zero_nodes: !before_1_10,
+    };
+    let clusters = app.services.clusters();
+    clusters.check_create(&t, &new)?;
     app.policy
         .authorize("cluster:create", &ctx_target(req), &req.ctx)?;
-    let limit = quota_limit(app, &req.ctx).await?;
-    // Checked here for upstream's error order; the insert below re-checks atomically.
-    if app
-        .db
-        .clusters()
-        .count(&req.ctx, &ClusterFilters::default())
-        .await?
-        >= limit
-    {
-        return Err(Error::cluster_quota_exceeded(limit).into());
-    }
-    if t.hidden == Some(true) && !req.ctx.is_admin {
-        return Err(ApiError::Forbidden("Not authorized.".into()));
-    }
-    let labels = initial_labels(&doc, &t);
-    let keypair = or_template(text(&doc, "keypair"), &t.keypair_id);
-    let master_flavor_id = or_template(text(&doc, "master_flavor_id"), &t.master_flavor_id);
-    let flavor_id = or_template(text(&doc, "flavor_id"), &t.flavor_id);
-    let fixed_network = or_template(text(&doc, "fixed_network"), &t.fixed_network);
-    let fixed_subnet = or_template(text(&doc, "fixed_subnet"), &t.fixed_subnet);
-    let floating_ip_enabled = if doc.contains_key("floating_ip_enabled") {
-        boolean(&doc, "floating_ip_enabled")
-    } else {
-        t.floating_ip_enabled
-    };
-    let master_lb_enabled = if doc.contains_key("master_lb_enabled") {
-        boolean(&doc, "master_lb_enabled")
-    } else {
-        t.master_lb_enabled
-    };
-    // Root-disk check (§6.2.3 step 12) needs flavor sizes from Nova, which the validator
-    // seam does not offer yet; image, flavors, networks and labels are validated here.
-    let mut resources = Map::new();
-    let opt = |v: &Option<String>| v.clone().map_or(Value::Null, Value::String);
-    resources.insert("image_id".into(), opt(&t.image_id));
-    resources.insert("flavor_id".into(), opt(&flavor_id));
-    resources.insert("master_flavor_id".into(), opt(&master_flavor_id));
-    resources.insert("external_network_id".into(), opt(&t.external_network_id));
-    resources.insert("fixed_network".into(), opt(&fixed_network));
-    resources.insert("fixed_subnet".into(), opt(&fixed_subnet));
-    resources.insert("labels".into(), Value::Object(labels.clone()));
-    app.validator
-        .validate_template(&req.ctx, &resources)
-        .await?;
-    if master_count > 1 && master_lb_enabled != Some(true) {
-        return Err(ApiError::BadRequest(
-            "master_count must be 1 when master_lb_enabled is False".into(),
-        ));
-    }
-    // The default worker's min_node_count comes from this label (upstream crashed on a bad one).
-    if let Some(v) = labels.get("min_node_count")
-        && v.as_str()
-            .and_then(|s| s.trim().parse::<i32>().ok())
-            .is_none()
-    {
-        return Err(invalid("min_node_count", v, "Value should be an integer"));
-    }
-    let uuid = uuid::Uuid::new_v4().to_string();
-    let name = text(&doc, "name")
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| super::clustertemplates::generate_name("cluster"));
-    let create_timeout = if doc.contains_key("create_timeout") {
-        int32(&doc, "create_timeout")?
-    } else {
-        Some(60)
-    };
-    let labels_text = dumps(&Value::Object(labels));
-    let project = req.ctx.project_id.clone();
-    let in_progress = Some(ClusterStatus::CreateInProgress.as_str().to_owned());
-    let row = Cluster {
-        uuid: Some(uuid.clone()),
-        name: Some(name),
-        project_id: project.clone(),
-        user_id: req.ctx.user_id.clone(),
-        cluster_template_id: t.uuid.clone(),
-        keypair,
-        docker_volume_size,
-        labels: Some(labels_text.clone()),
-        master_flavor_id: master_flavor_id.clone(),
-        flavor_id: flavor_id.clone(),
-        status: in_progress.clone(),
-        status_reason: None,
-        health_status: text(&doc, "health_status"),
-        health_status_reason: doc
-            .get("health_status_reason")
-            .filter(|v| !v.is_null())
-            .map(dumps),
-        create_timeout,
-        discovery_url: text(&doc, "discovery_url"),
-        coe_version: None,
-        container_version: None,
-        fixed_network,
-        fixed_subnet,
-        floating_ip_enabled,
-        master_lb_enabled,
-        ..Cluster::default()
-    };
-    // The two default nodegroups the conductor used to create (api.md §6.2.3 table), built by
-    // the same rule the codec uses for a Python API's create.
-    let groups =
-        magnum_service::clusters::default_nodegroups(&row, &t, master_count, node_count)
-            .map_err(|e| ApiError::Internal(e.to_string()))?;
-    let message = ClusterCreate {
-        cluster_uuid: uuid.clone(),
-        master_count,
-        node_count,
-        create_timeout,
-    };
-    if let Some(staged) = &app.staged {
-        // Upstream's contract: the conductor inserts the cluster and its nodegroups (the
-        // quota was counted above, without the atomic reservation).
-        staged.stage_cluster(row);
-        if let Err(e) = app.conductor.cluster_create(&req.ctx, message).await {
-            staged.discard(&uuid);
-            return Err(e.into());
-        }
-        return respond(StatusCode::ACCEPTED, &json!({"uuid": uuid}));
-    }
-    let quota = ClusterQuota {
-        scope: req.ctx.clone(),
-        limit,
-    };
-    app.db
-        .clusters()
-        .create_with_nodegroups(row, groups, Some(quota))
-        .await?;
-    if let Err(e) = app.conductor.cluster_create(&req.ctx, message).await {
-        // The rows exist in CREATE_IN_PROGRESS; the conductor's sweep picks the cluster up.
-        tracing::warn!(cluster = %uuid, "cluster_create not delivered to the conductor: {e}");
-    }
+    let uuid = clusters.create(&req.ctx, &t, new).await?;
     respond(StatusCode::ACCEPTED, &json!({"uuid": uuid}))
-}
-
-/// The project's explicit cluster quota, else `[quotas] max_clusters_per_project`.
-async fn quota_limit(app: &AppState, ctx: &RequestContext) -> ApiResult<u64> {
-    let default = app.settings.max_clusters_per_project;
-    let limit = match ctx.project_id.as_deref() {
-        None => default,
-        Some(p) => match app.db.quotas().get(p, "Cluster").await {
-            Ok(q) => q.hard_limit,
-            Err(Error::QuotaNotFound { .. }) => default,
-            Err(e) => return Err(e.into()),
-        },
-    };
-    Ok(u64::try_from(limit).unwrap_or(0))
 }
 
 /// The cluster as upstream's `as_dict()` shows it to JSON-patch: the object's fields plus
@@ -1043,9 +858,7 @@ async fn update(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
     if req.version < ApiVersion::new(1, 10) && node_count == 0 {
         return Err(ApiError::BadRequest(ZERO_NODES.into()));
     }
-    ClusterOp::Update.check(c.status.as_deref())?;
-    let message = ClusterUpdate {
-        cluster_uuid: uuid.clone(),
+    let change = ClusterChange {
         node_count,
         health_status: patched
             .get("health_status")
@@ -1057,7 +870,7 @@ async fn update(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
             .cloned(),
         rollback,
     };
-    app.conductor.cluster_update(&req.ctx, message).await?;
+    app.services.clusters().update(&req.ctx, &c, change).await?;
     respond(StatusCode::ACCEPTED, &json!({"uuid": uuid}))
 }
 
@@ -1069,10 +882,7 @@ async fn delete(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
     let c = lookup::cluster(app, &admin_scope(req), ident).await?;
     app.policy
         .authorize("cluster:delete", &owner(&c), &req.ctx)?;
-    let message = ClusterRef {
-        cluster_uuid: c.uuid.unwrap_or_default(),
-    };
-    app.conductor.cluster_delete(&req.ctx, message).await?;
+    app.services.clusters().delete(&req.ctx, &c).await?;
     no_content()
 }
 
@@ -1091,22 +901,6 @@ async fn resize(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
         Some(n) if !n.is_empty() => lookup::nodegroup(app, &req.ctx, &uuid, &n).await?,
         _ => lookup::default_worker(app, &req.ctx, &uuid).await?,
     };
-    if is_master(&ng) {
-        // The base driver's rule; no driver in this deployment resizes masters.
-        return Err(ApiError::BadRequest(
-            "Resizing the master nodegroup is not supported by this driver.".into(),
-        ));
-    }
-    let min = ng.min_node_count.unwrap_or(0);
-    if min > node_count || ng.max_node_count.is_some_and(|m| m != 0 && m < node_count) {
-        return Err(ApiError::BadRequest(format!(
-            "Resizing {} outside the allowed range: min_node_count = {min}, max_node_count = {}",
-            ng.name,
-            ng.max_node_count
-                .map_or_else(|| "None".to_owned(), |m| m.to_string())
-        )));
-    }
-    ClusterOp::Resize.check(c.status.as_deref())?;
     let nodes_to_remove = match doc.get("nodes_to_remove") {
         Some(Value::Array(items)) => items
             .iter()
@@ -1114,13 +908,10 @@ async fn resize(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
             .collect(),
         _ => Vec::new(),
     };
-    let message = ClusterResize {
-        cluster_uuid: uuid.clone(),
-        nodegroup_uuid: ng.uuid.clone(),
-        node_count,
-        nodes_to_remove,
-    };
-    app.conductor.cluster_resize(&req.ctx, message).await?;
+    app.services
+        .clusters()
+        .resize(&req.ctx, &c, &ng, node_count, nodes_to_remove)
+        .await?;
     respond(StatusCode::ACCEPTED, &json!({"uuid": uuid}))
 }
 
@@ -1142,36 +933,14 @@ async fn upgrade(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> 
     let template_ident = lookup::ident_text(doc.get("cluster_template"));
     let t = lookup::template_by_uuid_or_name(app, &ctx, &template_ident).await?;
     let uuid = c.uuid.clone().unwrap_or_default();
-    let ng = match text(&doc, "nodegroup") {
-        Some(n) if !n.is_empty() => {
-            let ng = lookup::nodegroup(app, &ctx, &uuid, &n).await?;
-            if t.uuid != c.cluster_template_id && ng.is_default != Some(true) {
-                let current = match c.cluster_template_id.as_deref() {
-                    Some(tid) => app
-                        .db
-                        .cluster_templates()
-                        .get_by_uuid(&ctx, tid)
-                        .await
-                        .ok()
-                        .and_then(|t| t.name),
-                    None => None,
-                };
-                return Err(ApiError::Conflict(format!(
-                    "Cluster Template is not valid for upgrade: Nodegroup {} can be upgraded only to match cluster's template ({}).",
-                    ng.name,
-                    current.unwrap_or_else(|| "None".into())
-                )));
-            }
-            ng
-        }
-        _ => lookup::default_worker(app, &ctx, &uuid).await?,
+    let (ng, explicit) = match text(&doc, "nodegroup") {
+        Some(n) if !n.is_empty() => (lookup::nodegroup(app, &ctx, &uuid, &n).await?, true),
+        _ => (lookup::default_worker(app, &ctx, &uuid).await?, false),
     };
-    let message = ClusterUpgrade {
-        cluster_uuid: uuid.clone(),
-        nodegroup_uuid: ng.uuid,
-        cluster_template_uuid: t.uuid.unwrap_or_default(),
-        max_batch_size: int32(&doc, "max_batch_size")?,
-    };
-    app.conductor.cluster_upgrade(&req.ctx, message).await?;
+    let max_batch_size = int32(&doc, "max_batch_size")?;
+    app.services
+        .clusters()
+        .upgrade(&req.ctx, &c, &t, &ng, explicit, max_batch_size)
+        .await?;
     respond(StatusCode::ACCEPTED, &json!({"uuid": uuid}))
 }

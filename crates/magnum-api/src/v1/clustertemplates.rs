@@ -2,15 +2,14 @@
 
 use axum::response::Response;
 use http::{Method, StatusCode};
-use magnum_core::ids::{Identity, is_uuid_like};
-use magnum_core::{Error, RequestContext};
-use magnum_db::json::dumps;
+use magnum_core::ids::is_uuid_like;
+use magnum_core::RequestContext;
 use magnum_db::repo::cluster_template::ClusterTemplate;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::{
-    Link, ListParams, Ts, created, ctx_target, json_column, links, no_content, owner_target,
+    Link, ListParams, Ts, created, ctx_target, links, no_content, owner_target,
     raw_json,
 };
 use crate::AppState;
@@ -70,7 +69,6 @@ const FIELDS: &[Field] = &[
     read_only("updated_at"),
 ];
 
-const NETWORK_DRIVERS: [&str; 3] = ["flannel", "calico", "cilium"];
 
 /// The API rendering of a stored template, keys in upstream's order, serialised straight
 /// from the row: lists of templates are the API's hot path.
@@ -168,153 +166,6 @@ struct TemplateList<'a> {
     clustertemplates: Vec<TemplateView<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     next: Option<String>,
-}
-
-fn text(doc: &Map<String, Value>, k: &str) -> Option<String> {
-    doc.get(k).and_then(Value::as_str).map(str::to_owned)
-}
-
-fn int(doc: &Map<String, Value>, k: &str) -> Option<i32> {
-    doc.get(k)
-        .and_then(Value::as_i64)
-        .and_then(|n| i32::try_from(n).ok())
-}
-
-fn boolean(doc: &Map<String, Value>, k: &str) -> Option<bool> {
-    doc.get(k).and_then(Value::as_bool)
-}
-
-/// Copy the API document's writable fields onto a row.
-fn apply_doc(t: &mut ClusterTemplate, doc: &Map<String, Value>) {
-    t.name = text(doc, "name");
-    t.coe = text(doc, "coe");
-    t.image_id = text(doc, "image_id");
-    t.flavor_id = text(doc, "flavor_id");
-    t.master_flavor_id = text(doc, "master_flavor_id");
-    t.dns_nameserver = text(doc, "dns_nameserver");
-    t.keypair_id = text(doc, "keypair_id");
-    t.external_network_id = text(doc, "external_network_id");
-    t.fixed_network = text(doc, "fixed_network");
-    t.fixed_subnet = text(doc, "fixed_subnet");
-    t.network_driver = text(doc, "network_driver");
-    t.apiserver_port = int(doc, "apiserver_port");
-    t.docker_volume_size = int(doc, "docker_volume_size");
-    t.cluster_distro = text(doc, "cluster_distro");
-    t.http_proxy = text(doc, "http_proxy");
-    t.https_proxy = text(doc, "https_proxy");
-    t.no_proxy = text(doc, "no_proxy");
-    t.volume_driver = text(doc, "volume_driver");
-    t.registry_enabled = boolean(doc, "registry_enabled");
-    t.labels = doc.get("labels").filter(|v| !v.is_null()).map(dumps);
-    t.tls_disabled = boolean(doc, "tls_disabled");
-    t.public = boolean(doc, "public");
-    t.server_type = text(doc, "server_type");
-    t.insecure_registry = text(doc, "insecure_registry");
-    t.docker_storage_driver = text(doc, "docker_storage_driver");
-    t.master_lb_enabled = boolean(doc, "master_lb_enabled");
-    t.floating_ip_enabled = boolean(doc, "floating_ip_enabled");
-    t.hidden = boolean(doc, "hidden");
-    t.tags = text(doc, "tags");
-    t.driver = text(doc, "driver");
-}
-
-/// Checks that need no other service, in upstream's order (api.md §6.1.3 steps 2-5).
-fn check_drivers(
-    app: &AppState,
-    doc: &mut Map<String, Value>,
-    fill_default: bool,
-) -> ApiResult<()> {
-    let coe = text(doc, "coe");
-    if coe.as_deref() != Some("kubernetes") {
-        return Err(ApiError::BadRequest(format!(
-            "Requested COE type {} is not supported.",
-            coe.as_deref().unwrap_or("Unset")
-        )));
-    }
-    if let Some(st) = text(doc, "server_type")
-        && st != "vm"
-        && st != "bm"
-    {
-        return Err(ApiError::BadRequest(format!(
-            "Server type {st} is not supported, expecting a vm/bm/unspecified server type."
-        )));
-    }
-    if fill_default && doc.get("network_driver").is_none_or(Value::is_null) {
-        doc.insert(
-            "network_driver".into(),
-            Value::String(app.settings.default_network_driver.clone()),
-        );
-    }
-    if let Some(nd) = text(doc, "network_driver") {
-        if !NETWORK_DRIVERS.contains(&nd.as_str()) {
-            return Err(ApiError::BadRequest(format!(
-                "Network driver type {nd} is not supported, expecting a flannel/calico/cilium/unspecified network driver."
-            )));
-        }
-        let allowed = &app.settings.allowed_network_drivers;
-        if !allowed.iter().any(|a| a == "all" || *a == nd) {
-            return Err(ApiError::BadRequest(format!(
-                "Network driver type {nd} is not allowed, expecting a {}/unspecified network driver. ",
-                allowed.join("/")
-            )));
-        }
-    }
-    if let Some(vd) = text(doc, "volume_driver")
-        && vd != "cinder"
-    {
-        return Err(ApiError::BadRequest(format!(
-            "Volume driver type {vd} is not supported, expecting a cinder/unspecified volume driver."
-        )));
-    }
-    if text(doc, "docker_storage_driver").as_deref() == Some("devicemapper") {
-        let size = int(doc, "docker_volume_size");
-        if size.is_none_or(|s| s < 3) {
-            return Err(ApiError::BadRequest(format!(
-                "docker volume size {} GB is not valid, expecting minimum value 3GB for devicemapper storage driver.",
-                size.map(|s| s.to_string()).unwrap_or_else(|| "None".into())
-            )));
-        }
-    }
-    if let Some(dns) = text(doc, "dns_nameserver")
-        && !dns
-            .split(',')
-            .all(|ip| ip.trim().parse::<std::net::Ipv4Addr>().is_ok())
-    {
-        return Err(ApiError::BadRequest(format!(
-            "Expected a single dns address or comma separated dns list, but received {dns}."
-        )));
-    }
-    Ok(())
-}
-
-fn pick_driver(
-    app: &AppState,
-    requested: Option<String>,
-    image_driver: Option<String>,
-) -> ApiResult<Option<String>> {
-    let name = requested
-        .or(image_driver)
-        .or_else(|| app.settings.default_driver.clone());
-    match name {
-        Some(n) if app.settings.drivers.contains(&n) => Ok(Some(n)),
-        Some(n) => Err(ApiError::BadRequest(format!(
-            "Cluster driver ({n}) not supported."
-        ))),
-        None => Ok(app.settings.drivers.iter().min().cloned()),
-    }
-}
-
-const GREEK: [&str; 24] = [
-    "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa",
-    "lambda", "mu", "nu", "xi", "omicron", "pi", "rho", "sigma", "tau", "upsilon", "phi", "chi",
-    "psi", "omega",
-];
-
-/// Upstream's generated names: `<greek letter>-<1..24>-<suffix>`.
-pub fn generate_name(suffix: &str) -> String {
-    let word = GREEK[(uuid::Uuid::new_v4().as_u128() % 24) as usize];
-    let n = uuid::Uuid::new_v4().as_u128() % 24 + 1;
-    format!("{word}-{n}-{suffix}")
 }
 
 fn admin_scope(req: &Req) -> RequestContext {
@@ -490,58 +341,14 @@ async fn show(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
 
 async fn create(app: &AppState, req: &Req) -> ApiResult<Response> {
     let mut doc = parse_object("cluster_template", req.body.as_ref(), FIELDS)?;
-    check_drivers(app, &mut doc, true)?;
-    // Driver resolution needs the image's properties only when the body lacks a driver.
+    let templates = app.services.templates();
+    templates.check(&mut doc, true)?;
     app.policy
         .authorize("clustertemplate:create", &ctx_target(req), &req.ctx)?;
-    let facts = app.validator.validate_template(&req.ctx, &doc).await?;
-    if let Some(distro) = facts.os_distro.clone() {
-        doc.insert("cluster_distro".into(), Value::String(distro));
-    }
-    let driver = pick_driver(app, text(&doc, "driver"), facts.image_driver.clone())?;
-    doc.insert(
-        "driver".into(),
-        driver.map(Value::String).unwrap_or(Value::Null),
-    );
-    if (boolean(&doc, "public") == Some(true) || boolean(&doc, "hidden") == Some(true))
-        && !app
-            .policy
-            .check("clustertemplate:publish", &ctx_target(req), &req.ctx)
-    {
-        return Err(ApiError::Forbidden(
-            "Not authorized to set public or hidden flag for cluster template.".into(),
-        ));
-    }
-    if text(&doc, "name").is_none_or(|n| n.is_empty()) {
-        doc.insert("name".into(), Value::String(generate_name("template")));
-    }
-    let mut row = ClusterTemplate {
-        uuid: text(&doc, "uuid"),
-        project_id: req.ctx.project_id.clone(),
-        user_id: req.ctx.user_id.clone(),
-        ..ClusterTemplate::default()
-    };
-    apply_doc(&mut row, &doc);
-    // Absent booleans take the API's defaults; an explicit null stays null.
-    for (key, slot, default) in [
-        ("registry_enabled", &mut row.registry_enabled, false),
-        ("tls_disabled", &mut row.tls_disabled, false),
-        ("public", &mut row.public, false),
-        ("master_lb_enabled", &mut row.master_lb_enabled, false),
-        ("hidden", &mut row.hidden, false),
-        ("floating_ip_enabled", &mut row.floating_ip_enabled, true),
-    ] {
-        if !doc.contains_key(key) {
-            *slot = Some(default);
-        }
-    }
-    if !doc.contains_key("server_type") {
-        row.server_type = Some("vm".into());
-    }
-    if !doc.contains_key("labels") {
-        row.labels = Some("{}".into());
-    }
-    let stored = app.db.cluster_templates().create(row).await?;
+    let may_publish = app
+        .policy
+        .check("clustertemplate:publish", &ctx_target(req), &req.ctx);
+    let stored = templates.create(&req.ctx, doc, may_publish).await?;
     let body = render(&stored, &req.base);
     created(
         &body,
@@ -580,29 +387,13 @@ async fn update(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
         let f = crate::input::field("labels", Kind::StrDict);
         doc.insert("labels".into(), crate::input::check_value(&f, &labels)?);
     }
-    check_drivers(app, &mut doc, false)?;
-    app.validator.validate_template(&req.ctx, &doc).await?;
-    let changed_flag = |k: &str| boolean(&doc, k) != render(&original, "")[k].as_bool();
-    if (changed_flag("public") || changed_flag("hidden"))
-        && !app
-            .policy
-            .check("clustertemplate:publish", &ctx_target(req), &req.ctx)
-    {
-        return Err(ApiError::Forbidden(
-            "Not authorized to set public or hidden flag for cluster template.".into(),
-        ));
-    }
-    let mut modified = original.clone();
-    apply_doc(&mut modified, &doc);
-    // Unchanged JSON keeps its stored text byte for byte.
-    if json_column(original.labels.as_deref()) == doc.get("labels").cloned().unwrap_or(Value::Null)
-    {
-        modified.labels = original.labels.clone();
-    }
-    let stored = app
-        .db
-        .cluster_templates()
-        .save(&original, &modified)
+    let templates = app.services.templates();
+    templates.check(&mut doc, false)?;
+    let may_publish = app
+        .policy
+        .check("clustertemplate:publish", &ctx_target(req), &req.ctx);
+    let stored = templates
+        .update(&req.ctx, &original, doc, may_publish)
         .await?;
     super::respond_with(StatusCode::OK, &view(&stored, &req.base))
 }
@@ -621,17 +412,6 @@ async fn delete(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
         &owner_target(t.project_id.as_deref(), t.user_id.as_deref()),
         &req.ctx,
     )?;
-    match app
-        .db
-        .cluster_templates()
-        .destroy(&Identity::Id(t.id))
-        .await
-    {
-        Ok(()) => no_content(),
-        Err(Error::ClusterTemplateReferenced { .. }) => Err(Error::ClusterTemplateReferenced {
-            template: t.uuid.unwrap_or_default(),
-        }
-        .into()),
-        Err(e) => Err(e.into()),
-    }
+    app.services.templates().delete(&t).await?;
+    no_content()
 }

@@ -3,7 +3,6 @@
 
 use axum::response::Response;
 use http::{Method, StatusCode};
-use magnum_rpc::ClusterRef;
 use serde_json::json;
 
 use super::{ctx_target, lookup, respond};
@@ -46,10 +45,10 @@ async fn rotate(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
     app.policy
         .authorize("credential:rotate", &ctx_target(req), &req.ctx)?;
     let c = lookup::cluster(app, &req.ctx, ident).await?;
+    app.services
+        .certificates()
+        .rotate_credential(&req.ctx, &c)
+        .await?;
     let uuid = c.uuid.unwrap_or_default();
-    let message = ClusterRef {
-        cluster_uuid: uuid.clone(),
-    };
-    app.conductor.credential_rotate(&req.ctx, message).await?;
     respond(StatusCode::ACCEPTED, &json!({"uuid": uuid}))
 }

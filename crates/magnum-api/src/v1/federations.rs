@@ -5,9 +5,10 @@
 
 use axum::response::Response;
 use http::{Method, StatusCode};
-use magnum_core::ids::{Identity, is_uuid_like};
+use magnum_core::ids::is_uuid_like;
 use magnum_db::repo::federation::{Federation, FederationFilters};
-use serde_json::{Map, Value, json};
+use magnum_service::federations::{FederationChange, MemberChange, NewFederation};
+use serde_json::{Value, json};
 
 use super::{
     ListParams, collection, ctx_target, links_pair, no_content, owner_target, respond, timestamp,
@@ -17,8 +18,6 @@ use crate::error::{ApiError, ApiResult};
 use crate::input::{Field, Kind, field, parse_object, read_only};
 use crate::patch::{Op, parse_patch};
 use crate::routes::Req;
-
-const NOT_IMPLEMENTED: &str = "No driver implements federations; nothing was built.";
 
 const FIELDS: &[Field] = &[
     field("uuid", Kind::Uuid),
@@ -142,7 +141,7 @@ pub async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
                 &owner_target(f.project_id.as_deref(), None),
                 &req.ctx,
             )?;
-            app.db.federations().destroy(&Identity::Id(f.id)).await?;
+            app.services.federations().delete(&f).await?;
             no_content()
         }
         (&Method::DELETE | &Method::PATCH, []) => Err(ApiError::BadRequest(
@@ -200,50 +199,23 @@ async fn create(app: &AppState, req: &Req) -> ApiResult<Response> {
     let doc = parse_object("federation", req.body.as_ref(), FIELDS)?;
     app.policy
         .authorize("federation:create", &ctx_target(req), &req.ctx)?;
-    let host = doc
-        .get("hostcluster_id")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let Some(host) = host else {
-        return Err(ApiError::BadRequest(
-            "No hostcluster specified. Please specify a hostcluster_id.".into(),
-        ));
+    let text = |k: &str| doc.get(k).and_then(Value::as_str).map(str::to_owned);
+    let new = NewFederation {
+        name: text("name"),
+        hostcluster: text("hostcluster_id"),
+        member_ids: doc
+            .get("member_ids")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        properties: doc.get("properties").and_then(Value::as_object).cloned(),
     };
-    let clusters = app.db.clusters();
-    let host_cluster = if is_uuid_like(&host) {
-        clusters.get_by_uuid(&req.ctx, &host).await?
-    } else {
-        clusters.get_by_name(&req.ctx, &host).await?
-    };
-    let props: Map<String, Value> = match doc.get("properties") {
-        Some(Value::Object(p)) => p.clone(),
-        _ => return Err(ApiError::BadRequest("Please specify a `dns-zone`.".into())),
-    };
-    if !props.contains_key("dns-zone") {
-        return Err(ApiError::BadRequest(
-            "No DNS zone specified. Please specify a `dns-zone`.".into(),
-        ));
-    }
-    let name = doc
-        .get("name")
-        .and_then(Value::as_str)
-        .filter(|n| !n.is_empty())
-        .map(str::to_owned)
-        .unwrap_or_else(|| super::clustertemplates::generate_name("federation"));
-    let row = Federation {
-        uuid: Some(uuid::Uuid::new_v4().to_string()),
-        name: Some(name),
-        project_id: req.ctx.project_id.clone(),
-        hostcluster_id: host_cluster.uuid.clone(),
-        member_ids: Some(magnum_db::json::dumps(
-            doc.get("member_ids").unwrap_or(&json!([])),
-        )),
-        properties: Some(magnum_db::json::dumps(&props)),
-        status: Some("CREATE_FAILED".into()),
-        status_reason: Some(NOT_IMPLEMENTED.into()),
-        ..Federation::default()
-    };
-    let stored = app.db.federations().create(row).await?;
+    let stored = app.services.federations().create(&req.ctx, new).await?;
     respond(StatusCode::ACCEPTED, &json!({"uuid": stored.uuid}))
 }
 
@@ -255,41 +227,26 @@ async fn update(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
         &owner_target(original.project_id.as_deref(), None),
         &req.ctx,
     )?;
-    if let Some(op) = ops
-        .iter()
-        .find(|op| !matches!(op.path.split('/').nth(1), Some("member_ids" | "properties")))
-    {
-        return Err(ApiError::BadRequest(format!(
-            "cannot change federation property(ies) {}.",
-            op.path.trim_start_matches('/')
-        )));
-    }
-    if let Some(first) = ops.first()
-        && first.path == "/member_ids"
-        && let Some(Value::String(member)) = &first.value
-    {
-        let members: Vec<String> =
-            magnum_db::json::loads(original.member_ids.as_deref()).unwrap_or_default();
-        match first.op {
-            Op::Add => {
-                app.db.clusters().get_by_uuid(&req.ctx, member).await?;
-                if members.contains(member) {
-                    return Err(ApiError::Conflict(format!(
-                        "This cluster {member} is already a member of the federation {ident}."
-                    )));
-                }
-            }
-            Op::Remove if !members.contains(member) => {
-                return Err(ApiError::NotFound(format!(
-                    "Cluster {member} could not be found."
-                )));
-            }
-            _ => {}
+    let member = ops.first().and_then(|first| match (&first.op, &first.value) {
+        (Op::Add, Some(Value::String(m))) if first.path == "/member_ids" => {
+            Some(MemberChange::Join(m.clone()))
         }
-    }
-    let mut modified = original.clone();
-    modified.status = Some("UPDATE_FAILED".into());
-    modified.status_reason = Some(NOT_IMPLEMENTED.into());
-    let stored = app.db.federations().save(&original, &modified).await?;
+        (Op::Remove, Some(Value::String(m))) if first.path == "/member_ids" => {
+            Some(MemberChange::Leave(m.clone()))
+        }
+        _ => None,
+    });
+    let change = FederationChange {
+        attributes: ops
+            .iter()
+            .map(|op| op.path.trim_start_matches('/').to_owned())
+            .collect(),
+        member,
+    };
+    let stored = app
+        .services
+        .federations()
+        .update(&req.ctx, &original, ident, change)
+        .await?;
     respond(StatusCode::ACCEPTED, &json!({"uuid": stored.uuid}))
 }

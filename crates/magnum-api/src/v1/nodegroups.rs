@@ -8,14 +8,10 @@
 
 use axum::response::Response;
 use http::{Method, StatusCode};
-use magnum_core::Error;
 use magnum_core::ids::is_uuid_like;
-use magnum_core::lifecycle::{ClusterOp, NodegroupOp};
-use magnum_core::status::ClusterStatus;
-use magnum_db::json::dumps;
 use magnum_db::repo::cluster::Cluster;
 use magnum_db::repo::nodegroup::{NodeGroup, NodeGroupFilters};
-use magnum_rpc::{NodegroupRef, NodegroupUpdate};
+use magnum_service::nodegroups::NodegroupPatch;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -66,25 +62,6 @@ const FIELDS: &[Field] = &[
     field("node_taints", Kind::Any),
     read_only("created_at"),
     read_only("updated_at"),
-];
-
-const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
-const TAINT_FIELDS: [&str; 3] = ["key", "value", "effect"];
-/// Label namespaces the kubelet may set on itself inside kubernetes.io / k8s.io.
-const KUBELET_NAMESPACES: [&str; 2] = ["kubelet.kubernetes.io", "node.kubernetes.io"];
-const KUBELET_LABELS: [&str; 12] = [
-    "beta.kubernetes.io/arch",
-    "beta.kubernetes.io/instance-type",
-    "beta.kubernetes.io/os",
-    "failure-domain.beta.kubernetes.io/region",
-    "failure-domain.beta.kubernetes.io/zone",
-    "kubernetes.io/arch",
-    "kubernetes.io/hostname",
-    "kubernetes.io/os",
-    "node.kubernetes.io/instance-type",
-    "node.kubernetes.io/windows-build",
-    "topology.kubernetes.io/region",
-    "topology.kubernetes.io/zone",
 ];
 
 /// A brief list item. `min_node_count` and `max_node_count` always show their declared
@@ -345,170 +322,6 @@ async fn show(app: &AppState, req: &Req, cluster: &str, ident: &str) -> ApiResul
     super::respond_with(StatusCode::OK, &full(&ng, &c, &req.base))
 }
 
-/// Upstream's NodeGroupInvalidInput: a 409 naming the attribute and the nodegroup.
-fn invalid_input(attr: &str, nodegroup: Option<&str>, expl: &str) -> ApiError {
-    ApiError::Conflict(format!(
-        "{attr} for {} is invalid ({expl}).",
-        nodegroup.unwrap_or("None")
-    ))
-}
-
-/// The checks upstream runs on a nodegroup before create and after a patch, in its order:
-/// counts, master-only restrictions, node label namespaces, taint shapes (all 409).
-fn check_nodegroup(
-    name: Option<&str>,
-    role: Option<&str>,
-    node_count: i64,
-    min: i64,
-    max: Option<i64>,
-    node_labels: Option<&Value>,
-    node_taints: Option<&Value>,
-) -> ApiResult<()> {
-    if let Some(max) = max.filter(|m| *m != 0) {
-        if max < min {
-            return Err(invalid_input(
-                "max_node_count",
-                name,
-                &format!(
-                    "min_node_count ({min}) should be less or equal to max_node_count ({max})"
-                ),
-            ));
-        }
-        if node_count > max {
-            return Err(invalid_input(
-                "max_node_count",
-                name,
-                &format!(
-                    "node_count ({node_count}) should be less or equal to max_node_count ({max})"
-                ),
-            ));
-        }
-    }
-    if min > node_count {
-        return Err(invalid_input(
-            "min_node_count",
-            name,
-            &format!("min_node_count ({min}) should be less or equal to node_count ({node_count})"),
-        ));
-    }
-    let truthy = |v: Option<&Value>| match v {
-        Some(Value::Object(m)) => !m.is_empty(),
-        Some(Value::Array(a)) => !a.is_empty(),
-        Some(Value::String(s)) => !s.is_empty(),
-        Some(Value::Null) | None => false,
-        Some(_) => true,
-    };
-    if role == Some("master") {
-        for (attr, v) in [("node_labels", node_labels), ("node_taints", node_taints)] {
-            if truthy(v) {
-                return Err(invalid_input(
-                    attr,
-                    name,
-                    &format!("{attr} may not be set on master nodegroups"),
-                ));
-            }
-        }
-    }
-    if let Some(Value::Object(labels)) = node_labels {
-        for key in labels.keys() {
-            check_node_label(name, key)?;
-        }
-    }
-    match node_taints {
-        None | Some(Value::Null) => Ok(()),
-        Some(Value::Array(taints)) => taints
-            .iter()
-            .enumerate()
-            .try_for_each(|(i, t)| check_taint(name, i, t)),
-        Some(other) => Err(invalid(
-            "node_taints",
-            other,
-            "Value not a valid list of dicts",
-        )),
-    }
-}
-
-/// Labels in the kubernetes.io / k8s.io namespaces make the kubelet refuse to start, unless
-/// they are among the ones it may set on itself.
-fn check_node_label(name: Option<&str>, key: &str) -> ApiResult<()> {
-    let Some((prefix, _)) = key.split_once('/') else {
-        return Ok(());
-    };
-    let restricted = matches!(prefix, "kubernetes.io" | "k8s.io")
-        || prefix.ends_with(".kubernetes.io")
-        || prefix.ends_with(".k8s.io");
-    if !restricted || KUBELET_NAMESPACES.contains(&prefix) || KUBELET_LABELS.contains(&key) {
-        return Ok(());
-    }
-    Err(invalid_input(
-        "node_labels",
-        name,
-        &format!(
-            "node label '{key}' is in a restricted Kubernetes namespace; the kubelet will refuse to start. Labels in the kubernetes.io/ and k8s.io/ namespaces must use one of the allowed prefixes ({}) or be one of the allowed labels ({}).",
-            KUBELET_NAMESPACES.join(", "),
-            KUBELET_LABELS.join(", ")
-        ),
-    ))
-}
-
-fn check_taint(name: Option<&str>, index: usize, taint: &Value) -> ApiResult<()> {
-    let Value::Object(t) = taint else {
-        return Err(invalid_input(
-            "node_taints",
-            name,
-            &format!("node_taints[{index}] must be an object with key, effect and optional value"),
-        ));
-    };
-    let mut unknown: Vec<&str> = t
-        .keys()
-        .map(String::as_str)
-        .filter(|k| !TAINT_FIELDS.contains(k))
-        .collect();
-    if !unknown.is_empty() {
-        unknown.sort_unstable();
-        return Err(invalid_input(
-            "node_taints",
-            name,
-            &format!(
-                "node_taints[{index}] contains unrecognised field(s) {}; allowed fields are {}",
-                unknown.join(", "),
-                TAINT_FIELDS.join(", ")
-            ),
-        ));
-    }
-    let key_ok = match t.get("key") {
-        None | Some(Value::Null) => false,
-        Some(Value::String(s)) => !s.is_empty(),
-        Some(_) => true,
-    };
-    if !key_ok {
-        return Err(invalid_input(
-            "node_taints",
-            name,
-            &format!("node_taints[{index}].key is required"),
-        ));
-    }
-    if !t
-        .get("effect")
-        .and_then(Value::as_str)
-        .is_some_and(|e| TAINT_EFFECTS.contains(&e))
-    {
-        return Err(invalid_input(
-            "node_taints",
-            name,
-            &format!(
-                "node_taints[{index}].effect must be one of {}",
-                TAINT_EFFECTS.join(", ")
-            ),
-        ));
-    }
-    Ok(())
-}
-
-fn text(doc: &Map<String, Value>, k: &str) -> Option<String> {
-    doc.get(k).and_then(Value::as_str).map(str::to_owned)
-}
-
 /// An integer attribute of a parsed body that must fit its 32-bit column.
 fn int32(doc: &Map<String, Value>, k: &str) -> ApiResult<Option<i32>> {
     match doc.get(k) {
@@ -521,148 +334,20 @@ fn int32(doc: &Map<String, Value>, k: &str) -> ApiResult<Option<i32>> {
     }
 }
 
-/// The cluster must be in a state the operation may start from (checked again by the
-/// conductor on its own fresh read).
-fn check_cluster(op: ClusterOp, c: &Cluster) -> ApiResult<()> {
-    Ok(op.check(c.status.as_deref())?)
-}
-
 async fn create(app: &AppState, req: &Req, cluster: &str) -> ApiResult<Response> {
     let mut doc = parse_object("nodegroup", req.body.as_ref(), FIELDS)?;
     app.policy
         .authorize("nodegroup:create", &ctx_target(req), &req.ctx)?;
     let c = lookup::cluster(app, &req.ctx, cluster).await?;
-    if c.api_address.as_deref().is_none_or(str::is_empty) {
-        return Err(ApiError::Conflict(
-            "Cluster API address is not available yet".into(),
-        ));
-    }
-    let cluster_uuid = c.uuid.clone().unwrap_or_default();
-    // Declared defaults fill absent attributes; they are part of the rendering too.
-    for (k, v) in [
-        ("name", Value::Null),
-        ("node_count", Value::from(1)),
-        ("role", Value::from("worker")),
-        ("min_node_count", Value::from(0)),
-        ("max_node_count", Value::Null),
-    ] {
-        doc.entry(k).or_insert(v);
-    }
-    let name = text(&doc, "name");
-    let existing = app
-        .db
+    app.services
         .nodegroups()
-        .list(
-            &req.ctx,
-            &cluster_uuid,
-            &NodeGroupFilters::default(),
-            &magnum_db::Page::default(),
-        )
+        .create(&req.ctx, &c, &mut doc)
         .await?;
-    if let Some(n) = &name
-        && existing.iter().any(|ng| &ng.name == n)
-    {
-        return Err(Error::NodeGroupAlreadyExists {
-            name: n.clone(),
-            cluster_id: c.name.clone().unwrap_or_default(),
-        }
-        .into());
-    }
-    let node_count = int32(&doc, "node_count")?.unwrap_or(1);
-    let min_node_count = int32(&doc, "min_node_count")?.unwrap_or(0);
-    let max_node_count = int32(&doc, "max_node_count")?;
-    let role = text(&doc, "role");
-    check_nodegroup(
-        name.as_deref(),
-        role.as_deref(),
-        i64::from(node_count),
-        i64::from(min_node_count),
-        max_node_count.map(i64::from),
-        doc.get("node_labels"),
-        doc.get("node_taints"),
-    )?;
-    if role.as_deref() == Some("master") {
-        return Err(ApiError::BadRequest(
-            "Creating master nodegroups is currently not supported.".into(),
-        ));
-    }
-    check_cluster(ClusterOp::NodegroupCreate, &c)?;
-    let Some(name) = name else {
-        // The row needs a name; upstream's conductor failed on the insert, unseen.
-        return Err(invalid("name", &Value::Null, "Mandatory field missing."));
-    };
-    if doc.get("image_id").is_none_or(Value::is_null) {
-        let image = match c.cluster_template_id.as_deref() {
-            Some(t) => app
-                .db
-                .cluster_templates()
-                .get_by_uuid(&req.ctx, t)
-                .await?
-                .image_id
-                .map_or(Value::Null, Value::String),
-            None => Value::Null,
-        };
-        doc.insert("image_id".into(), image);
-    }
-    if doc.get("flavor_id").is_none_or(Value::is_null) {
-        doc.insert(
-            "flavor_id".into(),
-            c.flavor_id.clone().map_or(Value::Null, Value::String),
-        );
-    }
     let cluster_labels = lookup::labels(c.labels.as_deref());
     let labels = match doc.get("labels") {
-        Some(Value::Object(given)) if doc.get("merge_labels") == Some(&Value::Bool(true)) => {
-            let mut merged = cluster_labels.clone();
-            merged.extend(given.clone());
-            merged
-        }
-        Some(Value::Object(given)) => given.clone(),
-        _ => cluster_labels.clone(),
+        Some(Value::Object(l)) => l.clone(),
+        _ => Map::new(),
     };
-    doc.insert("labels".into(), Value::Object(labels.clone()));
-    // Root-disk check of the flavor (§6.3.4) waits for the validator's Nova seam.
-    let uuid = uuid::Uuid::new_v4().to_string();
-    let project_id = req.ctx.project_id.clone().unwrap_or_default();
-    let json_text = |k: &str| doc.get(k).filter(|v| !v.is_null()).map(dumps);
-    let row = NodeGroup {
-        uuid: uuid.clone(),
-        name: name.clone(),
-        cluster_id: cluster_uuid.clone(),
-        project_id: project_id.clone(),
-        docker_volume_size: int32(&doc, "docker_volume_size")?,
-        labels: Some(dumps(&Value::Object(labels.clone()))),
-        flavor_id: text(&doc, "flavor_id"),
-        image_id: text(&doc, "image_id"),
-        node_count: Some(node_count),
-        max_node_count,
-        min_node_count: Some(min_node_count),
-        role: role.clone(),
-        is_default: doc.get("is_default").and_then(Value::as_bool),
-        status: Some(ClusterStatus::CreateInProgress.as_str().to_owned()),
-        status_reason: text(&doc, "status_reason"),
-        version: text(&doc, "version"),
-        node_labels: json_text("node_labels"),
-        node_taints: json_text("node_taints"),
-        ..NodeGroup::default()
-    };
-    let message = NodegroupRef {
-        cluster_uuid: cluster_uuid.clone(),
-        nodegroup_uuid: uuid.clone(),
-    };
-    if let Some(staged) = &app.staged {
-        // Upstream's contract: the conductor inserts the nodegroup.
-        staged.stage_nodegroup(row);
-        if let Err(e) = app.conductor.nodegroup_create(&req.ctx, message).await {
-            staged.discard(&uuid);
-            return Err(e.into());
-        }
-    } else {
-        insert_then_cast(app, req, &c, row, message).await?;
-    }
-    doc.insert("uuid".into(), Value::String(uuid.clone()));
-    doc.insert("cluster_id".into(), Value::String(cluster_uuid.clone()));
-    doc.insert("project_id".into(), Value::String(project_id));
     let body = render_request(&doc, &cluster_labels, &labels, &req.base);
     super::respond(StatusCode::ACCEPTED, &body)
 }
@@ -782,46 +467,18 @@ async fn update(app: &AppState, req: &Req, cluster: &str, ident: &str) -> ApiRes
         other => other.cloned().unwrap_or(Value::Null),
     };
     let node_taints = doc.get("node_taints").cloned().unwrap_or(Value::Null);
-    let int = |k: &str| int32(&doc, k);
-    let min_node_count = int("min_node_count")?.unwrap_or(0);
-    let max_node_count = int("max_node_count")?;
-    // Root-disk check of the flavor (§6.3.5) waits for the validator's Nova seam.
-    check_nodegroup(
-        Some(&ng.name),
-        ng.role.as_deref(),
-        i64::from(ng.node_count.unwrap_or(1)),
-        i64::from(min_node_count),
-        max_node_count.map(i64::from),
-        Some(&node_labels),
-        Some(&node_taints),
-    )?;
-    check_cluster(ClusterOp::NodegroupUpdate, &c)?;
-    NodegroupOp::Update.check(ng.status.as_deref())?;
-    // A removed JSON attribute is sent (and shown) empty, as new rows store it: the
-    // conductor reads an absent value as "unchanged".
-    let json_text = |v: &Value, empty: &str| {
-        Some(if v.is_null() {
-            empty.to_owned()
-        } else {
-            dumps(v)
-        })
+    let patch = NodegroupPatch {
+        min_node_count: int32(&doc, "min_node_count")?.unwrap_or(0),
+        max_node_count: int32(&doc, "max_node_count")?,
+        labels,
+        node_labels,
+        node_taints,
     };
-    let mut patched = ng.clone();
-    patched.min_node_count = Some(min_node_count);
-    patched.max_node_count = max_node_count;
-    patched.node_labels = json_text(&node_labels, "{}");
-    patched.node_taints = json_text(&node_taints, "[]");
-    patched.labels = json_text(&labels, "{}");
-    let message = NodegroupUpdate {
-        cluster_uuid,
-        nodegroup_uuid: ng.uuid.clone(),
-        min_node_count: patched.min_node_count,
-        max_node_count: patched.max_node_count,
-        node_labels: patched.node_labels.clone(),
-        node_taints: patched.node_taints.clone(),
-        labels: patched.labels.clone(),
-    };
-    app.conductor.nodegroup_update(&req.ctx, message).await?;
+    let patched = app
+        .services
+        .nodegroups()
+        .update(&req.ctx, &c, &ng, patch)
+        .await?;
     super::respond_with(StatusCode::ACCEPTED, &full(&patched, &c, &req.base))
 }
 
@@ -831,50 +488,9 @@ async fn delete(app: &AppState, req: &Req, cluster: &str, ident: &str) -> ApiRes
     let c = lookup::cluster(app, &req.ctx, cluster).await?;
     let cluster_uuid = c.uuid.clone().unwrap_or_default();
     let ng = lookup::nodegroup(app, &req.ctx, &cluster_uuid, ident).await?;
-    if ng.is_default == Some(true) {
-        return Err(ApiError::BadRequest(
-            "Deleting a default nodegroup is not supported.".into(),
-        ));
-    }
-    check_cluster(ClusterOp::NodegroupDelete, &c)?;
-    let message = NodegroupRef {
-        cluster_uuid,
-        nodegroup_uuid: ng.uuid,
-    };
-    app.conductor.nodegroup_delete(&req.ctx, message).await?;
+    app.services
+        .nodegroups()
+        .delete(&req.ctx, &c, &ng)
+        .await?;
     no_content()
-}
-
-/// Our contract: the nodegroup row exists before the 202; then the conductor is told.
-async fn insert_then_cast(
-    app: &AppState,
-    req: &Req,
-    c: &Cluster,
-    row: NodeGroup,
-    message: NodegroupRef,
-) -> ApiResult<()> {
-    let (cluster_uuid, uuid) = (message.cluster_uuid.clone(), message.nodegroup_uuid.clone());
-    match app.db.nodegroups().create(row).await {
-        Ok(_) => {}
-        // A concurrent create took the name: upstream names the cluster by its name.
-        Err(Error::NodeGroupAlreadyExists { name, .. }) => {
-            return Err(Error::NodeGroupAlreadyExists {
-                name,
-                cluster_id: c.name.clone().unwrap_or_default(),
-            }
-            .into());
-        }
-        Err(e) => return Err(e.into()),
-    }
-    if let Err(e) = app.conductor.nodegroup_create(&req.ctx, message).await {
-        // Unlike a cluster create, the conductor's sweep does not resume a nodegroup create
-        // (it scans in-progress clusters), so the row would stay CREATE_IN_PROGRESS for
-        // ever: take it back and let the caller retry.
-        let ident = magnum_core::ids::Identity::Uuid(uuid.clone());
-        if let Err(undo) = app.db.nodegroups().destroy(&cluster_uuid, &ident).await {
-            tracing::error!(nodegroup = %uuid, "cannot remove an undelivered nodegroup create: {undo}");
-        }
-        return Err(e.into());
-    }
-    Ok(())
 }

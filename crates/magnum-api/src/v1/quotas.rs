@@ -4,7 +4,7 @@
 use axum::response::Response;
 use http::{Method, StatusCode};
 use magnum_db::repo::quota::{Quota, QuotaFilters};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::{ListParams, collection, created, ctx_target, no_content, respond, timestamp};
 use crate::AppState;
@@ -180,23 +180,9 @@ async fn show(app: &AppState, req: &Req, project: &str, resource: &str) -> ApiRe
         // No row: the configured default, as upstream synthesises it.
         Err(magnum_core::Error::QuotaNotFound { .. }) => respond(
             StatusCode::OK,
-            &json!({"hard_limit": app.settings.max_clusters_per_project, "project_id": project, "resource": "Cluster"}),
+            &json!({"hard_limit": app.services.settings().max_clusters_per_project, "project_id": project, "resource": "Cluster"}),
         ),
         Err(e) => Err(e.into()),
-    }
-}
-
-fn hard_limit(doc: &Map<String, Value>) -> ApiResult<i32> {
-    match doc.get("hard_limit") {
-        None | Some(Value::Null) => Ok(1),
-        Some(v) => v
-            .as_i64()
-            .and_then(|n| i32::try_from(n).ok())
-            .ok_or_else(|| {
-                ApiError::BadRequest(format!(
-                    "Invalid input for field/attribute hard_limit. Value: '{v}'. Value too large"
-                ))
-            }),
     }
 }
 
@@ -207,26 +193,16 @@ async fn create(app: &AppState, req: &Req) -> ApiResult<Response> {
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_owned();
-    if !project.is_empty() && !app.validator.project_exists(&project).await? {
-        return Err(ApiError::NotFound(format!(
-            "The project_id {project} could not be found."
-        )));
-    }
+    let quotas = app.services.quotas();
+    quotas.check_project(&project).await?;
     app.policy
         .authorize("quota:create", &ctx_target(req), &req.ctx)?;
-    if project.is_empty() {
-        return Err(ApiError::BadRequest(
-            "Must provide a valid project ID.".into(),
-        ));
-    }
     let resource = doc
         .get("resource")
         .and_then(Value::as_str)
         .unwrap_or("Cluster");
-    let q = app
-        .db
-        .quotas()
-        .create(&project, resource, hard_limit(&doc)?)
+    let q = quotas
+        .create(&project, resource, doc.get("hard_limit"))
         .await?;
     created(
         &render(&q),
@@ -239,9 +215,9 @@ async fn update(app: &AppState, req: &Req, project: &str, resource: &str) -> Api
     app.policy
         .authorize("quota:update", &ctx_target(req), &req.ctx)?;
     let q = app
-        .db
+        .services
         .quotas()
-        .update(project, resource, hard_limit(&doc)?)
+        .update(project, resource, doc.get("hard_limit"))
         .await?;
     respond(StatusCode::ACCEPTED, &render(&q))
 }
@@ -249,6 +225,6 @@ async fn update(app: &AppState, req: &Req, project: &str, resource: &str) -> Api
 async fn delete(app: &AppState, req: &Req, project: &str, resource: &str) -> ApiResult<Response> {
     app.policy
         .authorize("quota:delete", &ctx_target(req), &req.ctx)?;
-    app.db.quotas().delete(project, resource).await?;
+    app.services.quotas().delete(project, resource).await?;
     no_content()
 }

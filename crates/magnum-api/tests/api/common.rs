@@ -6,9 +6,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
-use magnum_api::error::ApiResult;
-use magnum_api::validate::{ResourceValidator, TemplateFacts};
-use magnum_api::{ApiSettings, AppState, Auth};
+use magnum_api::{ResourceValidator, TemplateFacts};
+use magnum_api::{ApiSettings, AppState, Auth, ServiceSettings, Services};
 use magnum_core::policy::{Enforcer, PolicyOptions};
 use magnum_core::{Error, RequestContext};
 use magnum_db::{Database, DbSettings, DbUrl};
@@ -169,7 +168,7 @@ impl ResourceValidator for FakeImages {
         &'a self,
         _ctx: &'a RequestContext,
         doc: &'a Map<String, Value>,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ApiResult<TemplateFacts>> + Send + 'a>>
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = magnum_core::Result<TemplateFacts>> + Send + 'a>>
     {
         Box::pin(async move {
             match doc.get("image_id").and_then(Value::as_str) {
@@ -177,9 +176,9 @@ impl ResourceValidator for FakeImages {
                     os_distro: Some("fedora-coreos".into()),
                     image_driver: None,
                 }),
-                Some(other) => Err(magnum_api::error::ApiError::BadRequest(format!(
-                    "Image {other} could not be found."
-                ))),
+                Some(other) => Err(magnum_core::Error::InvalidParameterValue {
+                    message: format!("Image {other} could not be found."),
+                }),
                 None => Ok(TemplateFacts::default()),
             }
         })
@@ -188,7 +187,7 @@ impl ResourceValidator for FakeImages {
     fn project_exists<'a>(
         &'a self,
         project_id: &'a str,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ApiResult<bool>> + Send + 'a>> {
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = magnum_core::Result<bool>> + Send + 'a>> {
         Box::pin(async move { Ok(project_id != "no-such-project") })
     }
 }
@@ -227,14 +226,18 @@ pub async fn start_with_settings(auth: Auth, settings: ApiSettings) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let db = database(&dir).await;
     let conductor = Arc::new(FakeConductor::default());
+    let services = Services::new(
+        db.clone(),
+        conductor.clone(),
+        Arc::new(FakeImages),
+        ServiceSettings::default(),
+    );
     let state = Arc::new(AppState {
         db: db.clone(),
         auth,
         policy: Enforcer::new(PolicyOptions::default()).unwrap(),
         settings,
-        validator: Arc::new(FakeImages),
-        conductor: conductor.clone(),
-        staged: None,
+        services,
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

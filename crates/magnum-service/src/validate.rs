@@ -1,11 +1,10 @@
 //! The seam for validation that needs other OpenStack services (Glance images, Nova flavors and
-//! keypairs, Neutron networks and subnets). The implementation that calls them comes with its
-//! issue; under `noauth` (the embedded default) nothing is checked.
+//! keypairs, Neutron networks and subnets). Only Keystone's project lookup is implemented so
+//! far; under `noauth` (the embedded default) nothing is checked.
 
-use magnum_core::RequestContext;
+use magnum_core::{Error, RequestContext, Result};
 use serde_json::{Map, Value};
 
-use crate::error::ApiResult;
 
 /// What validating a cluster template learned from other services.
 #[derive(Clone, Debug, Default)]
@@ -26,19 +25,19 @@ pub trait ResourceValidator: Send + Sync {
         &'a self,
         _ctx: &'a RequestContext,
         _doc: &'a Map<String, Value>,
-    ) -> BoxFuture<'a, ApiResult<TemplateFacts>> {
+    ) -> BoxFuture<'a, Result<TemplateFacts>> {
         Box::pin(async { Ok(TemplateFacts::default()) })
     }
 
     /// Whether Keystone knows the project (quota create).
-    fn project_exists<'a>(&'a self, project_id: &'a str) -> BoxFuture<'a, ApiResult<bool>>;
+    fn project_exists<'a>(&'a self, project_id: &'a str) -> BoxFuture<'a, Result<bool>>;
 }
 
 /// Validation off: everything passes and nothing is learned.
 pub struct NoValidation;
 
 impl ResourceValidator for NoValidation {
-    fn project_exists<'a>(&'a self, _project_id: &'a str) -> BoxFuture<'a, ApiResult<bool>> {
+    fn project_exists<'a>(&'a self, _project_id: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async { Ok(true) })
     }
 }
@@ -50,13 +49,13 @@ pub struct KeystoneValidator {
 }
 
 impl ResourceValidator for KeystoneValidator {
-    fn project_exists<'a>(&'a self, project_id: &'a str) -> BoxFuture<'a, ApiResult<bool>> {
+    fn project_exists<'a>(&'a self, project_id: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
             self.keystone.project_exists(project_id).await.map_err(|e| {
                 tracing::error!("project lookup failed: {e}");
-                crate::error::ApiError::Unavailable(
-                    "The identity service (Keystone) cannot be reached to look up the project; try again later.".into(),
-                )
+                Error::ServiceUnavailable {
+                    message: "The identity service (Keystone) cannot be reached to look up the project; try again later.".into(),
+                }
             })
         })
     }
