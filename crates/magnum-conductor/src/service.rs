@@ -206,7 +206,7 @@ impl Inner {
 
     pub(crate) async fn driver_for(&self, cluster: &Cluster) -> Result<Arc<dyn Driver>> {
         let t = self.template_of(cluster).await?;
-        self.drivers.for_template(&t)
+        self.drivers.for_template(&(&t).into())
     }
 
     pub(crate) async fn notify(

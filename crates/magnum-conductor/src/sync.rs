@@ -91,7 +91,7 @@ pub(crate) async fn sweep(c: &Conductor, permits: &Arc<Semaphore>) -> Result<()>
             .ok_or_else(|| Error::ClusterTemplateNotFound {
                 template: cluster.cluster_template_id.clone().unwrap_or_default(),
             })
-            .and_then(|t| inner.drivers.for_template(t));
+            .and_then(|t| inner.drivers.for_template(&t.into()));
         let (c, permits) = (c.clone(), permits.clone());
         tasks.push(tokio::spawn(async move {
             let Ok(_permit) = permits.acquire_owned().await else {
@@ -190,8 +190,12 @@ async fn process(
     };
     let lock = inner.lock_for(&uuid);
     let _held = lock.lock().await;
-    let report = match tokio::time::timeout(POLL_TIMEOUT, driver.poll_status(&cluster, &ngs)).await
-    {
+    let (seen, seen_ngs) = (
+        crate::handlers::dc(&cluster),
+        magnum_db::model::nodegroups(&ngs),
+    );
+    let poll = driver.poll_status(&seen, &seen_ngs);
+    let report = match tokio::time::timeout(POLL_TIMEOUT, poll).await {
         Ok(r) => r?,
         Err(_) => {
             tracing::warn!(cluster = %uuid, driver = driver.name(), "driver poll timed out");
@@ -221,7 +225,7 @@ async fn apply(
         return Ok(());
     }
     let uuid = cluster.uuid.clone().unwrap_or_default();
-    if report.status.as_deref() == Some(S::DeleteComplete.as_str()) {
+    if report.status == Some(S::DeleteComplete) {
         return finish_delete(inner, &cluster, &ngs).await;
     }
     let mut ngs_now = Vec::with_capacity(ngs.len());
@@ -233,14 +237,14 @@ async fn apply(
             }
             Some(r) => {
                 let saved = save_ng(inner, &ng, |m| {
-                    if r.status.is_some() {
-                        m.status = r.status.clone();
+                    if let Some(s) = r.status {
+                        m.status = Some(s.as_str().to_owned());
                     }
                     if let Some(reason) = &r.status_reason {
                         m.status_reason = reason.clone();
                     }
-                    if r.node_addresses.is_some() {
-                        m.node_addresses = r.node_addresses.clone();
+                    if let Some(addresses) = &r.node_addresses {
+                        m.node_addresses = Some(magnum_db::json::dumps(addresses));
                     }
                     if r.stack_id.is_some() {
                         m.stack_id = r.stack_id.clone();
@@ -254,8 +258,8 @@ async fn apply(
     }
     let before = cluster.status.clone();
     let saved = save_cluster(inner, &cluster, |m| {
-        if report.status.is_some() {
-            m.status = report.status.clone();
+        if let Some(s) = report.status {
+            m.status = Some(s.as_str().to_owned());
         }
         if let Some(reason) = &report.status_reason {
             m.status_reason = reason.clone();
@@ -264,8 +268,17 @@ async fn apply(
             (&mut m.api_address, &report.api_address),
             (&mut m.coe_version, &report.coe_version),
             (&mut m.container_version, &report.container_version),
-            (&mut m.health_status, &report.health_status),
-            (&mut m.health_status_reason, &report.health_status_reason),
+            (
+                &mut m.health_status,
+                &report.health_status.map(|h| h.as_str().to_owned()),
+            ),
+            (
+                &mut m.health_status_reason,
+                &report
+                    .health_status_reason
+                    .as_ref()
+                    .map(magnum_db::json::dumps),
+            ),
         ] {
             if value.is_some() {
                 *field = value.clone();

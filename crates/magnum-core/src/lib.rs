@@ -5,6 +5,7 @@ pub mod context;
 pub mod error;
 pub mod ids;
 pub mod lifecycle;
+pub mod model;
 pub mod status;
 
 pub use context::RequestContext;

@@ -8,6 +8,7 @@
 pub mod entity;
 pub mod fields;
 pub mod json;
+pub mod model;
 pub mod repo;
 pub mod schema;
 pub mod url;

@@ -146,7 +146,6 @@ pub fn default_nodegroups(
     ])
 }
 
-
 pub struct Clusters<'a> {
     pub(crate) s: &'a Services,
 }
@@ -207,7 +206,11 @@ impl Clusters<'_> {
         t: &ClusterTemplate,
         req: NewCluster,
     ) -> Result<String> {
-        let limit = self.s.quotas().cluster_limit(ctx.project_id.as_deref()).await?;
+        let limit = self
+            .s
+            .quotas()
+            .cluster_limit(ctx.project_id.as_deref())
+            .await?;
         // Checked here for upstream's error order; the insert below re-checks atomically.
         if self
             .s

@@ -56,7 +56,10 @@ const KUBELET_LABELS: [&str; 12] = [
 /// Upstream's NodeGroupInvalidInput: a 409 naming the attribute and the nodegroup.
 fn invalid_input(attr: &str, nodegroup: Option<&str>, expl: &str) -> Error {
     Error::Conflict {
-        message: format!("{attr} for {} is invalid ({expl}).", nodegroup.unwrap_or("None")),
+        message: format!(
+            "{attr} for {} is invalid ({expl}).",
+            nodegroup.unwrap_or("None")
+        ),
     }
 }
 
@@ -224,9 +227,7 @@ fn int32(doc: &NodegroupAttrs, k: &str) -> Result<Option<i32>> {
             .as_i64()
             .and_then(|n| i32::try_from(n).ok())
             .map(Some)
-            .ok_or_else(|| {
-                invalid_attribute(k, v, "Value should be lower or equal to 2147483647")
-            }),
+            .ok_or_else(|| invalid_attribute(k, v, "Value should be lower or equal to 2147483647")),
     }
 }
 
@@ -299,7 +300,11 @@ impl Nodegroups<'_> {
         ClusterOp::NodegroupCreate.check(c.status.as_deref())?;
         let Some(name) = name else {
             // The row needs a name; upstream's conductor failed on the insert, unseen.
-            return Err(invalid_attribute("name", &Value::Null, "Mandatory field missing."));
+            return Err(invalid_attribute(
+                "name",
+                &Value::Null,
+                "Mandatory field missing.",
+            ));
         };
         if doc.get("image_id").is_none_or(Value::is_null) {
             let image = match c.cluster_template_id.as_deref() {

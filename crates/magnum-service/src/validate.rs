@@ -5,7 +5,6 @@
 use magnum_core::{Error, RequestContext, Result};
 use serde_json::{Map, Value};
 
-
 /// What validating a cluster template learned from other services.
 #[derive(Clone, Debug, Default)]
 pub struct TemplateFacts {

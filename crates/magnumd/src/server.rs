@@ -209,8 +209,8 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
         transport,
         Duration::from_secs(u64::from(cfg.default.rpc_response_timeout)),
     ));
-    let services = Services::new(db.clone(), conductor, validator, service_settings(cfg))
-        .with_staging(staged);
+    let services =
+        Services::new(db.clone(), conductor, validator, service_settings(cfg)).with_staging(staged);
     let state = Arc::new(AppState {
         db,
         auth,

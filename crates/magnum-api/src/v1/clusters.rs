@@ -139,7 +139,6 @@ const COMPARED: &[&str] = &[
     "master_addresses",
 ];
 
-
 fn is_master(ng: &NodeGroup) -> bool {
     ng.role.as_deref() == Some("master")
 }
@@ -712,8 +711,7 @@ async fn create(app: &AppState, req: &Req) -> ApiResult<Response> {
         fixed_subnet: text(&doc, "fixed_subnet"),
         floating_ip_enabled: present("floating_ip_enabled")
             .then(|| boolean(&doc, "floating_ip_enabled")),
-        master_lb_enabled: present("master_lb_enabled")
-            .then(|| boolean(&doc, "master_lb_enabled")),
+        master_lb_enabled: present("master_lb_enabled").then(|| boolean(&doc, "master_lb_enabled")),
         health_status: text(&doc, "health_status"),
         health_status_reason: doc.get("health_status_reason").cloned(),
         allow_zero_nodes: !before_1_10,

@@ -2,16 +2,13 @@
 
 use axum::response::Response;
 use http::{Method, StatusCode};
-use magnum_core::ids::is_uuid_like;
 use magnum_core::RequestContext;
+use magnum_core::ids::is_uuid_like;
 use magnum_db::repo::cluster_template::ClusterTemplate;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::{
-    Link, ListParams, Ts, created, ctx_target, links, no_content, owner_target,
-    raw_json,
-};
+use super::{Link, ListParams, Ts, created, ctx_target, links, no_content, owner_target, raw_json};
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::input::{Field, Kind, STR255, field, mandatory, parse_object, read_only, revalidate};
@@ -68,7 +65,6 @@ const FIELDS: &[Field] = &[
     read_only("created_at"),
     read_only("updated_at"),
 ];
-
 
 /// The API rendering of a stored template, keys in upstream's order, serialised straight
 /// from the row: lists of templates are the API's hot path.

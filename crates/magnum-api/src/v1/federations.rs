@@ -227,15 +227,17 @@ async fn update(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
         &owner_target(original.project_id.as_deref(), None),
         &req.ctx,
     )?;
-    let member = ops.first().and_then(|first| match (&first.op, &first.value) {
-        (Op::Add, Some(Value::String(m))) if first.path == "/member_ids" => {
-            Some(MemberChange::Join(m.clone()))
-        }
-        (Op::Remove, Some(Value::String(m))) if first.path == "/member_ids" => {
-            Some(MemberChange::Leave(m.clone()))
-        }
-        _ => None,
-    });
+    let member = ops
+        .first()
+        .and_then(|first| match (&first.op, &first.value) {
+            (Op::Add, Some(Value::String(m))) if first.path == "/member_ids" => {
+                Some(MemberChange::Join(m.clone()))
+            }
+            (Op::Remove, Some(Value::String(m))) if first.path == "/member_ids" => {
+                Some(MemberChange::Leave(m.clone()))
+            }
+            _ => None,
+        });
     let change = FederationChange {
         attributes: ops
             .iter()

@@ -488,9 +488,6 @@ async fn delete(app: &AppState, req: &Req, cluster: &str, ident: &str) -> ApiRes
     let c = lookup::cluster(app, &req.ctx, cluster).await?;
     let cluster_uuid = c.uuid.clone().unwrap_or_default();
     let ng = lookup::nodegroup(app, &req.ctx, &cluster_uuid, ident).await?;
-    app.services
-        .nodegroups()
-        .delete(&req.ctx, &c, &ng)
-        .await?;
+    app.services.nodegroups().delete(&req.ctx, &c, &ng).await?;
     no_content()
 }

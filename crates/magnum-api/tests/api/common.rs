@@ -6,8 +6,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
-use magnum_api::{ResourceValidator, TemplateFacts};
 use magnum_api::{ApiSettings, AppState, Auth, ServiceSettings, Services};
+use magnum_api::{ResourceValidator, TemplateFacts};
 use magnum_core::policy::{Enforcer, PolicyOptions};
 use magnum_core::{Error, RequestContext};
 use magnum_db::{Database, DbSettings, DbUrl};
@@ -168,8 +168,9 @@ impl ResourceValidator for FakeImages {
         &'a self,
         _ctx: &'a RequestContext,
         doc: &'a Map<String, Value>,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = magnum_core::Result<TemplateFacts>> + Send + 'a>>
-    {
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = magnum_core::Result<TemplateFacts>> + Send + 'a>,
+    > {
         Box::pin(async move {
             match doc.get("image_id").and_then(Value::as_str) {
                 Some("fedora-coreos-40") | Some("ubuntu-jammy") => Ok(TemplateFacts {
@@ -187,7 +188,8 @@ impl ResourceValidator for FakeImages {
     fn project_exists<'a>(
         &'a self,
         project_id: &'a str,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = magnum_core::Result<bool>> + Send + 'a>> {
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = magnum_core::Result<bool>> + Send + 'a>>
+    {
         Box::pin(async move { Ok(project_id != "no-such-project") })
     }
 }

@@ -1,8 +1,9 @@
 //! The cluster driver interface (spec/drivers.md §1) and driver selection (§2.2).
 //!
-//! Unlike upstream, a driver never saves anything itself: it returns what changed and the
-//! conductor persists it with guarded writes, so the "you must save" contract that drivers
-//! forgot cannot be forgotten here. One instance per driver lives for the whole process.
+//! Unlike upstream, a driver never saves anything itself: it gets typed domain models
+//! (`magnum_core::model`, no storage types) and returns what changed, and the conductor
+//! persists it with guarded writes, so the "you must save" contract that drivers forgot
+//! cannot be forgotten here. One instance per driver lives for the whole process.
 
 pub mod simulated;
 
@@ -10,10 +11,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use magnum_core::model::{Cluster, ClusterTemplate, Labels, Nodegroup as NodeGroup};
+use magnum_core::status::{ClusterHealthStatus, ClusterStatus};
 use magnum_core::{Error, RequestContext, Result};
-use magnum_db::repo::cluster::Cluster;
-use magnum_db::repo::cluster_template::ClusterTemplate;
-use magnum_db::repo::nodegroup::NodeGroup;
 
 pub use simulated::SimulatedDriver;
 
@@ -26,24 +26,24 @@ pub struct Provides {
 }
 
 /// Fields a driver sets on the cluster when it accepts an operation.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ClusterChanges {
     pub stack_id: Option<String>,
     pub cluster_template_id: Option<String>,
-    pub labels: Option<String>,
+    pub labels: Option<Labels>,
 }
 
 /// What the driver observed about a cluster. `None` fields are unchanged.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct StatusReport {
-    pub status: Option<String>,
+    pub status: Option<ClusterStatus>,
     pub status_reason: Option<Option<String>>,
     pub api_address: Option<String>,
     pub coe_version: Option<String>,
     pub container_version: Option<String>,
-    pub health_status: Option<String>,
-    /// JSON text of the reason dict (values are strings, as upstream stores them).
-    pub health_status_reason: Option<String>,
+    pub health_status: Option<ClusterHealthStatus>,
+    /// The reason dict (values are strings, as upstream stores them).
+    pub health_status_reason: Option<serde_json::Map<String, serde_json::Value>>,
     pub nodegroups: Vec<NodegroupReport>,
 }
 
@@ -57,10 +57,9 @@ impl StatusReport {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NodegroupReport {
     pub uuid: String,
-    pub status: Option<String>,
+    pub status: Option<ClusterStatus>,
     pub status_reason: Option<Option<String>>,
-    /// JSON text of the node address list.
-    pub node_addresses: Option<String>,
+    pub node_addresses: Option<Vec<String>>,
     pub stack_id: Option<String>,
     /// The nodegroup is gone from the backend: remove its row.
     pub deleted: bool,
@@ -72,8 +71,8 @@ pub trait StatusWaker: Send + Sync {
     fn wake(&self, cluster_uuid: &str);
 }
 
-/// A cluster driver. Every method gets fresh database rows; mutations go back as return
-/// values. Errors become the cluster's `*_FAILED` reason, so their text is for users.
+/// A cluster driver. Every method gets the cluster as just read from storage; mutations go
+/// back as return values. Errors become the cluster's `*_FAILED` reason, so their text is for users.
 #[async_trait]
 pub trait Driver: Send + Sync {
     /// The entry-point name (`cluster_template.driver`).

@@ -20,10 +20,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::Utc;
 use magnum_core::config::SimulatedDriverSection;
+use magnum_core::model::{self, Cluster, ClusterTemplate, Labels, Nodegroup as NodeGroup};
+use magnum_core::status::{ClusterHealthStatus, ClusterStatus};
 use magnum_core::{Error, RequestContext, Result};
-use magnum_db::repo::cluster::Cluster;
-use magnum_db::repo::cluster_template::ClusterTemplate;
-use magnum_db::repo::nodegroup::NodeGroup;
 use serde_json::Value;
 
 use super::{ClusterChanges, Driver, NodegroupReport, Provides, StatusReport, StatusWaker};
@@ -89,13 +88,8 @@ fn secs(s: f64) -> Duration {
 }
 
 /// The list in a label such as `simulated_failure=create,delete`.
-fn label_list(labels: Option<&str>, key: &str) -> Vec<String> {
-    let parsed: Option<Value> = labels.and_then(|l| serde_json::from_str(l).ok());
-    let value = parsed.as_ref().and_then(|v| v.get(key)).map(|v| match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    });
-    value
+fn label_list(labels: &Labels, key: &str) -> Vec<String> {
+    model::label(labels, key)
         .map(|v| {
             v.split(',')
                 .map(|s| s.trim().to_owned())
@@ -105,7 +99,7 @@ fn label_list(labels: Option<&str>, key: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn label(labels: Option<&str>, key: &str) -> Option<String> {
+fn label(labels: &Labels, key: &str) -> Option<String> {
     label_list(labels, key).into_iter().next()
 }
 
@@ -115,12 +109,11 @@ fn spread(s: &str) -> u32 {
         .fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)))
 }
 
-fn addresses(ng: &NodeGroup, count: i32) -> String {
-    let net = spread(&ng.uuid) % 250 + 1;
-    let list: Vec<Value> = (0..count.max(0))
-        .map(|i| Value::String(format!("10.{net}.{}.{}", i / 250, i % 250 + 4)))
-        .collect();
-    Value::Array(list).to_string()
+fn addresses(ng: &NodeGroup, count: i32) -> Vec<String> {
+    let net = spread(ng.uuid.as_str()) % 250 + 1;
+    (0..count.max(0))
+        .map(|i| format!("10.{net}.{}.{}", i / 250, i % 250 + 4))
+        .collect()
 }
 
 fn failure_reason(op: Op) -> String {
@@ -154,7 +147,7 @@ impl SimulatedDriver {
         }
     }
 
-    fn fails_now(labels: Option<&str>, op: Op) -> Result<()> {
+    fn fails_now(labels: &Labels, op: Op) -> Result<()> {
         let listed = label_list(labels, "simulated_failure")
             .iter()
             .any(|o| o == op.label());
@@ -189,21 +182,20 @@ impl SimulatedDriver {
     /// The operation behind an in-progress cluster: the recorded one, or after a restart the
     /// one its statuses imply, timed from the rows' last update.
     fn current(&self, cluster: &Cluster, nodegroups: &[NodeGroup]) -> Option<Pending> {
-        let uuid = cluster.uuid.as_deref()?;
+        let uuid = cluster.uuid.as_str();
         if let Ok(map) = self.pending.lock()
             && let Some(p) = map.get(uuid)
         {
             return Some(p.clone());
         }
-        let status = cluster.status.as_deref()?;
-        let busy_ng = nodegroups.iter().find(|ng| {
-            ng.is_default != Some(true)
-                && ng
-                    .status
-                    .as_deref()
-                    .is_some_and(|s| s.ends_with("_IN_PROGRESS"))
-        });
-        let op = match (status, busy_ng.and_then(|ng| ng.status.as_deref())) {
+        let status = cluster.status?.as_str();
+        let busy_ng = nodegroups
+            .iter()
+            .find(|ng| !ng.is_default && ng.status.is_some_and(ClusterStatus::is_in_progress));
+        let op = match (
+            status,
+            busy_ng.and_then(|ng| ng.status.map(ClusterStatus::as_str)),
+        ) {
             ("CREATE_IN_PROGRESS", _) => Op::Create,
             ("DELETE_IN_PROGRESS", _) => Op::Delete,
             (_, Some("CREATE_IN_PROGRESS")) => Op::NodegroupCreate,
@@ -217,7 +209,7 @@ impl SimulatedDriver {
             ready_at: since
                 + chrono::Duration::from_std(self.delay(op))
                     .unwrap_or_else(|_| chrono::Duration::zero()),
-            nodegroup: busy_ng.map(|ng| ng.uuid.clone()),
+            nodegroup: busy_ng.map(|ng| ng.uuid.to_string()),
         })
     }
 
@@ -246,8 +238,8 @@ impl Driver for SimulatedDriver {
         _nodegroups: &[NodeGroup],
         _create_timeout: Option<i32>,
     ) -> Result<ClusterChanges> {
-        Self::fails_now(cluster.labels.as_deref(), Op::Create)?;
-        let uuid = cluster.uuid.clone().unwrap_or_default();
+        Self::fails_now(&cluster.labels, Op::Create)?;
+        let uuid = cluster.uuid.to_string();
         self.start(&uuid, Op::Create, None);
         Ok(ClusterChanges {
             stack_id: Some(format!("sim-{}", &uuid.get(..8).unwrap_or(&uuid))),
@@ -262,12 +254,8 @@ impl Driver for SimulatedDriver {
         _nodegroups: &[NodeGroup],
         _rollback: bool,
     ) -> Result<()> {
-        Self::fails_now(cluster.labels.as_deref(), Op::Update)?;
-        self.start(
-            cluster.uuid.as_deref().unwrap_or_default(),
-            Op::Update,
-            None,
-        );
+        Self::fails_now(&cluster.labels, Op::Update)?;
+        self.start(cluster.uuid.as_str(), Op::Update, None);
         Ok(())
     }
 
@@ -279,9 +267,12 @@ impl Driver for SimulatedDriver {
         _node_count: i32,
         _nodes_to_remove: &[String],
     ) -> Result<()> {
-        Self::fails_now(cluster.labels.as_deref(), Op::Resize)?;
-        let uuid = cluster.uuid.as_deref().unwrap_or_default();
-        self.start(uuid, Op::Resize, Some(&nodegroup.uuid));
+        Self::fails_now(&cluster.labels, Op::Resize)?;
+        self.start(
+            cluster.uuid.as_str(),
+            Op::Resize,
+            Some(nodegroup.uuid.as_str()),
+        );
         Ok(())
     }
 
@@ -293,34 +284,29 @@ impl Driver for SimulatedDriver {
         _max_batch_size: Option<i32>,
         nodegroup: &NodeGroup,
     ) -> Result<ClusterChanges> {
-        Self::fails_now(cluster.labels.as_deref(), Op::Upgrade)?;
-        let uuid = cluster.uuid.as_deref().unwrap_or_default();
-        self.start(uuid, Op::Upgrade, Some(&nodegroup.uuid));
+        Self::fails_now(&cluster.labels, Op::Upgrade)?;
+        self.start(
+            cluster.uuid.as_str(),
+            Op::Upgrade,
+            Some(nodegroup.uuid.as_str()),
+        );
         // The target version goes into the cluster's labels (as Cluster API drivers do), so
         // whichever conductor sees the upgrade finish reports it.
-        let labels = label(template.labels.as_deref(), "kube_tag").map(|kube| {
-            let mut map: serde_json::Map<String, Value> = cluster
-                .labels
-                .as_deref()
-                .and_then(|l| serde_json::from_str(l).ok())
-                .unwrap_or_default();
+        let labels = label(&template.labels, "kube_tag").map(|kube| {
+            let mut map = cluster.labels.clone();
             map.insert("kube_tag".into(), Value::String(kube));
-            magnum_db::json::dumps(&Value::Object(map))
+            map
         });
         Ok(ClusterChanges {
-            cluster_template_id: template.uuid.clone(),
+            cluster_template_id: Some(template.uuid.to_string()),
             labels,
             ..ClusterChanges::default()
         })
     }
 
     async fn delete_cluster(&self, _ctx: &RequestContext, cluster: &Cluster) -> Result<()> {
-        Self::fails_now(cluster.labels.as_deref(), Op::Delete)?;
-        self.start(
-            cluster.uuid.as_deref().unwrap_or_default(),
-            Op::Delete,
-            None,
-        );
+        Self::fails_now(&cluster.labels, Op::Delete)?;
+        self.start(cluster.uuid.as_str(), Op::Delete, None);
         Ok(())
     }
 
@@ -330,9 +316,12 @@ impl Driver for SimulatedDriver {
         cluster: &Cluster,
         nodegroup: &NodeGroup,
     ) -> Result<()> {
-        Self::fails_now(nodegroup.labels.as_deref(), Op::NodegroupCreate)?;
-        let uuid = cluster.uuid.as_deref().unwrap_or_default();
-        self.start(uuid, Op::NodegroupCreate, Some(&nodegroup.uuid));
+        Self::fails_now(&nodegroup.labels, Op::NodegroupCreate)?;
+        self.start(
+            cluster.uuid.as_str(),
+            Op::NodegroupCreate,
+            Some(nodegroup.uuid.as_str()),
+        );
         Ok(())
     }
 
@@ -342,9 +331,12 @@ impl Driver for SimulatedDriver {
         cluster: &Cluster,
         nodegroup: &NodeGroup,
     ) -> Result<()> {
-        Self::fails_now(nodegroup.labels.as_deref(), Op::NodegroupUpdate)?;
-        let uuid = cluster.uuid.as_deref().unwrap_or_default();
-        self.start(uuid, Op::NodegroupUpdate, Some(&nodegroup.uuid));
+        Self::fails_now(&nodegroup.labels, Op::NodegroupUpdate)?;
+        self.start(
+            cluster.uuid.as_str(),
+            Op::NodegroupUpdate,
+            Some(nodegroup.uuid.as_str()),
+        );
         Ok(())
     }
 
@@ -354,9 +346,12 @@ impl Driver for SimulatedDriver {
         cluster: &Cluster,
         nodegroup: &NodeGroup,
     ) -> Result<()> {
-        Self::fails_now(nodegroup.labels.as_deref(), Op::NodegroupDelete)?;
-        let uuid = cluster.uuid.as_deref().unwrap_or_default();
-        self.start(uuid, Op::NodegroupDelete, Some(&nodegroup.uuid));
+        Self::fails_now(&nodegroup.labels, Op::NodegroupDelete)?;
+        self.start(
+            cluster.uuid.as_str(),
+            Op::NodegroupDelete,
+            Some(nodegroup.uuid.as_str()),
+        );
         Ok(())
     }
 
@@ -365,10 +360,8 @@ impl Driver for SimulatedDriver {
         cluster: &Cluster,
         nodegroups: &[NodeGroup],
     ) -> Result<StatusReport> {
-        let status = cluster.status.as_deref().unwrap_or_default();
-        let Some(uuid) = cluster.uuid.as_deref() else {
-            return Ok(StatusReport::default());
-        };
+        let status = cluster.status.map_or("", ClusterStatus::as_str);
+        let uuid = cluster.uuid.as_str();
         if !status.ends_with("_IN_PROGRESS") {
             self.finish(uuid);
             return Ok(StatusReport::default());
@@ -382,11 +375,12 @@ impl Driver for SimulatedDriver {
         let target = p
             .nodegroup
             .as_deref()
-            .and_then(|u| nodegroups.iter().find(|ng| ng.uuid == u));
+            .and_then(|u| nodegroups.iter().find(|ng| ng.uuid.as_str() == u));
+        let none = Labels::new();
         let labels = if p.op.is_nodegroup() {
-            target.and_then(|ng| ng.labels.as_deref())
+            target.map_or(&none, |ng| &ng.labels)
         } else {
-            cluster.labels.as_deref()
+            &cluster.labels
         };
         if label_list(labels, "simulated_hang")
             .iter()
@@ -403,27 +397,28 @@ impl Driver for SimulatedDriver {
         let outcome = if failed { "FAILED" } else { "COMPLETE" };
         let reason = failed.then(|| failure_reason(p.op));
         let mut report = StatusReport {
-            status: Some(format!("{phase}_{outcome}")),
+            status: format!("{phase}_{outcome}").parse().ok(),
             status_reason: Some(reason.clone()),
             ..StatusReport::default()
         };
         if phase == "CREATE" && !failed {
             report.api_address = Some(format!("https://192.0.2.{}:6443", spread(uuid) % 250 + 2));
             report.coe_version = Some(
-                label(cluster.labels.as_deref(), "kube_tag")
-                    .unwrap_or_else(|| DEFAULT_COE_VERSION.into()),
+                label(&cluster.labels, "kube_tag").unwrap_or_else(|| DEFAULT_COE_VERSION.into()),
             );
             report.container_version = Some("containerd".into());
             // What upstream's Kubernetes monitor would find on a cluster that works.
-            report.health_status = Some("HEALTHY".into());
-            report.health_status_reason = Some(r#"{"api": "ok"}"#.into());
+            report.health_status = Some(ClusterHealthStatus::Healthy);
+            let mut reason = serde_json::Map::new();
+            reason.insert("api".into(), Value::String("ok".into()));
+            report.health_status_reason = Some(reason);
         }
         if phase == "UPDATE" && !failed {
             // The version the labels ask for (changed by an upgrade) is what now runs.
-            report.coe_version = label(cluster.labels.as_deref(), "kube_tag");
+            report.coe_version = label(&cluster.labels, "kube_tag");
         }
         for ng in nodegroups {
-            let Some(ng_status) = ng.status.as_deref() else {
+            let Some(ng_status) = ng.status.map(ClusterStatus::as_str) else {
                 continue;
             };
             let Some(ng_phase) = ng_status.strip_suffix("_IN_PROGRESS") else {
@@ -434,7 +429,7 @@ impl Driver for SimulatedDriver {
             let ng_failed =
                 failed && (target.is_none() || target.is_some_and(|t| t.uuid == ng.uuid));
             let mut r = NodegroupReport {
-                uuid: ng.uuid.clone(),
+                uuid: ng.uuid.to_string(),
                 stack_id: cluster.stack_id.clone().filter(|_| ng.stack_id.is_none()),
                 ..NodegroupReport::default()
             };
@@ -442,10 +437,10 @@ impl Driver for SimulatedDriver {
                 r.deleted = true;
             } else {
                 let o = if ng_failed { "FAILED" } else { "COMPLETE" };
-                r.status = Some(format!("{ng_phase}_{o}"));
+                r.status = format!("{ng_phase}_{o}").parse().ok();
                 r.status_reason = Some(ng_failed.then(|| failure_reason(p.op)));
                 if !ng_failed {
-                    r.node_addresses = Some(addresses(ng, ng.node_count.unwrap_or(0)));
+                    r.node_addresses = Some(addresses(ng, ng.node_count));
                 }
             }
             report.nodegroups.push(r);
@@ -458,12 +453,8 @@ impl Driver for SimulatedDriver {
     }
 
     async fn rotate_ca_certificate(&self, _ctx: &RequestContext, cluster: &Cluster) -> Result<()> {
-        Self::fails_now(cluster.labels.as_deref(), Op::RotateCa)?;
-        self.start(
-            cluster.uuid.as_deref().unwrap_or_default(),
-            Op::RotateCa,
-            None,
-        );
+        Self::fails_now(&cluster.labels, Op::RotateCa)?;
+        self.start(cluster.uuid.as_str(), Op::RotateCa, None);
         Ok(())
     }
 

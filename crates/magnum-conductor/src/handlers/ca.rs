@@ -77,7 +77,10 @@ pub(crate) async fn rotate_ca(inner: &Inner, ctx: &RequestContext, uuid: &str) -
         .await?;
     let mut proposed = cluster.clone();
     new.apply_to(&mut proposed);
-    if let Err(e) = driver.rotate_ca_certificate(ctx, &proposed).await {
+    if let Err(e) = driver
+        .rotate_ca_certificate(ctx, &super::dc(&proposed))
+        .await
+    {
         inner.pki.delete(&certs_ctx, &new).await;
         fail(
             inner,
@@ -118,7 +121,7 @@ pub(crate) async fn rotate_credential(
     ClusterOp::RotateCredentials.check(cluster.status.as_deref())?;
     let driver = inner.driver_for(&cluster).await?;
     driver
-        .rotate_credential(ctx, &cluster)
+        .rotate_credential(ctx, &super::dc(&cluster))
         .await
         .map_err(|e| match e {
             Error::NotSupported { .. } => Error::InvalidParameterValue {

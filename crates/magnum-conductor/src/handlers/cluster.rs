@@ -108,7 +108,12 @@ async fn drive_create(
         .await;
     let driver = inner.driver_for(&cluster).await?;
     let changes = driver
-        .create_cluster(ctx, &cluster, ngs, cluster.create_timeout)
+        .create_cluster(
+            ctx,
+            &super::dc(&cluster),
+            &magnum_db::model::nodegroups(ngs),
+            cluster.create_timeout,
+        )
         .await?;
     let cluster = save_cluster(inner, &cluster, |m| {
         if changes.stack_id.is_some() {
@@ -179,7 +184,12 @@ pub(crate) async fn update(inner: &Inner, ctx: &RequestContext, req: ClusterUpda
     let outcome = match inner.driver_for(&updated).await {
         Ok(driver) => {
             driver
-                .update_cluster(ctx, &updated, &ngs_now, req.rollback)
+                .update_cluster(
+                    ctx,
+                    &super::dc(&updated),
+                    &magnum_db::model::nodegroups(&ngs_now),
+                    req.rollback,
+                )
                 .await
         }
         Err(e) => Err(e),
@@ -227,8 +237,8 @@ pub(crate) async fn resize(inner: &Inner, ctx: &RequestContext, req: ClusterResi
                 driver
                     .resize_cluster(
                         ctx,
-                        &updated,
-                        &resized,
+                        &super::dc(&updated),
+                        &super::dng(&resized),
                         req.node_count,
                         &req.nodes_to_remove,
                     )
@@ -285,7 +295,13 @@ pub(crate) async fn upgrade(
     })
     .await?;
     match driver
-        .upgrade_cluster(ctx, &claimed, &template, req.max_batch_size, &ng)
+        .upgrade_cluster(
+            ctx,
+            &super::dc(&claimed),
+            &(&template).into(),
+            req.max_batch_size,
+            &super::dng(&ng),
+        )
         .await
     {
         Ok(changes) => {
@@ -295,7 +311,7 @@ pub(crate) async fn upgrade(
                     m.cluster_template_id = Some(t.clone());
                 }
                 if let Some(l) = &changes.labels {
-                    m.labels = Some(l.clone());
+                    m.labels = Some(magnum_db::json::dumps(l));
                 }
             })
             .await?;
@@ -345,7 +361,7 @@ pub(crate) async fn delete(inner: &Inner, ctx: &RequestContext, uuid: &str) -> R
         return Ok(());
     }
     let outcome = match inner.driver_for(&deleting).await {
-        Ok(driver) => driver.delete_cluster(ctx, &deleting).await,
+        Ok(driver) => driver.delete_cluster(ctx, &super::dc(&deleting)).await,
         Err(e) => Err(e),
     };
     if let Err(e) = outcome {

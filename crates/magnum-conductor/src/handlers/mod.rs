@@ -22,6 +22,16 @@ use crate::service::{Conductor, Inner};
 
 pub(crate) use cluster::{create as resume_create, finish_delete};
 
+/// The cluster as drivers see it (typed, no storage types).
+pub(crate) fn dc(c: &Cluster) -> magnum_core::model::Cluster {
+    c.into()
+}
+
+/// A nodegroup as drivers see it.
+pub(crate) fn dng(ng: &NodeGroup) -> magnum_core::model::Nodegroup {
+    ng.into()
+}
+
 /// The context certificate stores see: the cluster's own project, whoever asks, so the
 /// rows are found again by every later caller (and by the sweep).
 pub(crate) fn cert_ctx(cluster: &Cluster) -> RequestContext {

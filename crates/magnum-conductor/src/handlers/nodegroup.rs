@@ -93,7 +93,9 @@ pub(crate) async fn create(inner: &Inner, ctx: &RequestContext, req: NodegroupRe
     }
     let call = async |c: &Cluster| {
         let driver = inner.driver_for(c).await?;
-        driver.create_nodegroup(ctx, c, &ng).await
+        driver
+            .create_nodegroup(ctx, &super::dc(c), &super::dng(&ng))
+            .await
     };
     run(inner, ctx, NodegroupOp::Create, &cluster, &ng, call, |_| {}).await
 }
@@ -130,7 +132,9 @@ pub(crate) async fn update(
         })
         .await?;
         let driver = inner.driver_for(c).await?;
-        driver.update_nodegroup(ctx, c, &patched).await
+        driver
+            .update_nodegroup(ctx, &super::dc(c), &super::dng(&patched))
+            .await
     };
     let revert = |m: &mut NodeGroup| {
         m.min_node_count = old.min_node_count;
@@ -157,7 +161,9 @@ pub(crate) async fn delete(inner: &Inner, ctx: &RequestContext, req: NodegroupRe
         })
         .await?;
         let driver = inner.driver_for(c).await?;
-        driver.delete_nodegroup(ctx, c, &deleting).await
+        driver
+            .delete_nodegroup(ctx, &super::dc(c), &super::dng(&deleting))
+            .await
     };
     run(inner, ctx, NodegroupOp::Delete, &cluster, &ng, call, |_| {}).await
 }

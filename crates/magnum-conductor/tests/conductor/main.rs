@@ -13,6 +13,7 @@ use magnum_conductor::notify::{CaptureDriver, Notifier};
 use magnum_conductor::x509::X509Options;
 use magnum_conductor::{Conductor, ConductorSettings};
 use magnum_core::config::SimulatedDriverSection;
+use magnum_core::model;
 use magnum_core::{Error, RequestContext};
 use magnum_db::repo::cluster::Cluster;
 use magnum_db::repo::cluster_template::ClusterTemplate;
@@ -741,8 +742,8 @@ impl Driver for StackDriver {
     async fn create_cluster(
         &self,
         _: &RequestContext,
-        _: &Cluster,
-        _: &[NodeGroup],
+        _: &model::Cluster,
+        _: &[model::Nodegroup],
         _: Option<i32>,
     ) -> magnum_core::Result<magnum_conductor::driver::ClusterChanges> {
         Ok(Default::default())
@@ -750,8 +751,8 @@ impl Driver for StackDriver {
     async fn update_cluster(
         &self,
         _: &RequestContext,
-        _: &Cluster,
-        _: &[NodeGroup],
+        _: &model::Cluster,
+        _: &[model::Nodegroup],
         _: bool,
     ) -> magnum_core::Result<()> {
         Ok(())
@@ -759,8 +760,8 @@ impl Driver for StackDriver {
     async fn resize_cluster(
         &self,
         _: &RequestContext,
-        _: &Cluster,
-        _: &NodeGroup,
+        _: &model::Cluster,
+        _: &model::Nodegroup,
         _: i32,
         _: &[String],
     ) -> magnum_core::Result<()> {
@@ -769,47 +770,51 @@ impl Driver for StackDriver {
     async fn upgrade_cluster(
         &self,
         _: &RequestContext,
-        _: &Cluster,
-        _: &ClusterTemplate,
+        _: &model::Cluster,
+        _: &model::ClusterTemplate,
         _: Option<i32>,
-        _: &NodeGroup,
+        _: &model::Nodegroup,
     ) -> magnum_core::Result<magnum_conductor::driver::ClusterChanges> {
         Ok(Default::default())
     }
-    async fn delete_cluster(&self, _: &RequestContext, _: &Cluster) -> magnum_core::Result<()> {
+    async fn delete_cluster(
+        &self,
+        _: &RequestContext,
+        _: &model::Cluster,
+    ) -> magnum_core::Result<()> {
         Ok(())
     }
     async fn create_nodegroup(
         &self,
         _: &RequestContext,
-        _: &Cluster,
-        _: &NodeGroup,
+        _: &model::Cluster,
+        _: &model::Nodegroup,
     ) -> magnum_core::Result<()> {
         Ok(())
     }
     async fn update_nodegroup(
         &self,
         _: &RequestContext,
-        _: &Cluster,
-        _: &NodeGroup,
+        _: &model::Cluster,
+        _: &model::Nodegroup,
     ) -> magnum_core::Result<()> {
         Ok(())
     }
     async fn delete_nodegroup(
         &self,
         _: &RequestContext,
-        _: &Cluster,
-        _: &NodeGroup,
+        _: &model::Cluster,
+        _: &model::Nodegroup,
     ) -> magnum_core::Result<()> {
         Ok(())
     }
     async fn poll_status(
         &self,
-        cluster: &Cluster,
-        _: &[NodeGroup],
+        cluster: &model::Cluster,
+        _: &[model::Nodegroup],
     ) -> magnum_core::Result<magnum_conductor::driver::StatusReport> {
         let stack = cluster.stack_id.clone().unwrap_or_default();
-        let current = cluster.status.clone().unwrap_or_default();
+        let current = cluster.status.map_or("", |s| s.as_str()).to_owned();
         let backend = self.stacks.lock().unwrap().get(&stack).cloned();
         let (status, reason) = match backend {
             Some(s) if s == current => return Ok(Default::default()),
@@ -826,7 +831,7 @@ impl Driver for StackDriver {
             }
         };
         Ok(magnum_conductor::driver::StatusReport {
-            status: Some(status),
+            status: status.parse().ok(),
             status_reason: Some(reason),
             ..Default::default()
         })

@@ -23,11 +23,11 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use magnum_rpc::messages::{method as m, *};
-use magnum_rpc::oslo::codec::{Codec, Decoded, WireRequest, context_from_wire, context_to_wire};
 use super::indirection;
 use super::rows::{self, new_row};
 use crate::clusters::default_nodegroups;
+use magnum_rpc::messages::{method as m, *};
+use magnum_rpc::oslo::codec::{Codec, Decoded, WireRequest, context_from_wire, context_to_wire};
 use magnum_rpc::oslo::objects::{
     CERTIFICATE, CLUSTER, CLUSTER_TEMPLATE, NODEGROUP, Object, ObjectError, is_primitive,
 };
@@ -126,7 +126,6 @@ impl MagnumCodec {
 fn remote(e: &Error) -> RpcError {
     RpcError::Remote(RemoteError::from(e))
 }
-
 
 /// Rows are read past the tenant filter: the sender authorised the request, and the codec
 /// only translates it.

@@ -7,13 +7,13 @@ use std::str::FromStr;
 
 use magnum_core::ids::{Identity, is_uuid_like};
 use magnum_core::{Error, RequestContext};
+use magnum_db::fields::RowFields;
 use magnum_db::repo::cluster::ClusterFilters;
 use magnum_db::repo::federation::FederationFilters;
 use magnum_db::repo::nodegroup::NodeGroupFilters;
 use magnum_db::repo::quota::QuotaFilters;
 use magnum_db::repo::x509keypair::X509KeyPairFilters;
 use magnum_db::{Database, Page, SortDir};
-use magnum_db::fields::RowFields;
 use serde_json::{Map, Value};
 
 use super::rows::{self, changed_row, new_row};

@@ -102,16 +102,18 @@ pub fn write_fields<'a, M: RowFields>(
 ) -> Result<(), ObjectError> {
     let class = obj.class();
     for name in names {
-        let (Some(f), Some(v), Some(col)) = (class.field(name), obj.get(name), row.column_kind(name))
+        let (Some(f), Some(v), Some(col)) =
+            (class.field(name), obj.get(name), row.column_kind(name))
         else {
             continue;
         };
         let new = json_to_sql(class, name, f.kind, v, col)?;
-        row.set_column_value(name, new).map_err(|e| ObjectError::Field {
-            class: class.name,
-            field: name.to_owned(),
-            reason: e.to_string(),
-        })?;
+        row.set_column_value(name, new)
+            .map_err(|e| ObjectError::Field {
+                class: class.name,
+                field: name.to_owned(),
+                reason: e.to_string(),
+            })?;
     }
     Ok(())
 }

@@ -539,4 +539,3 @@ pub fn naive_utc(s: &str) -> Option<NaiveDateTime> {
     use chrono::SubsecRound;
     parse_datetime(s).map(|dt| dt.with_timezone(&Utc).naive_utc().trunc_subsecs(0))
 }
-
