@@ -30,16 +30,55 @@ ensure_openssl() {
 }
 
 # RabbitMQ for the oslo.messaging transport tests (guest/guest on 127.0.0.1:5672).
+rabbitmq_port_open() { (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; }
+
+# The running broker's node name. The CLI assumes rabbit@<hostname> unless rabbitmq-env.conf
+# says otherwise, but a broker may run as e.g. rabbit@localhost: ask each likely name.
+rabbitmq_node() {
+    local base=${RABBITMQ_MNESIA_BASE:-/var/lib/rabbitmq/mnesia} f node seen=" "
+    local candidates=(${RABBITMQ_NODENAME:+"$RABBITMQ_NODENAME"})
+    for f in "$base"/*@*.pid "$base"/*@*; do
+        [ -e "$f" ] || continue
+        f=${f##*/}; f=${f%.pid}
+        case $f in *-plugins-expand | *-feature_flags) continue ;; esac
+        candidates+=("$f")
+    done
+    candidates+=(rabbit@localhost "rabbit@$(hostname -s 2>/dev/null)")
+    for node in "${candidates[@]}"; do
+        case $seen in *" $node "*) continue ;; esac
+        seen+="$node "
+        # timeout: an unresolvable host part makes the CLI hang for almost a minute.
+        if timeout 20 rabbitmq-diagnostics -q -n "$node" ping >/dev/null 2>&1; then
+            echo "$node"
+            return 0
+        fi
+    done
+    return 1
+}
+
 ensure_rabbitmq() {
+    local node
     if ! command -v rabbitmq-server >/dev/null 2>&1; then
         log "installing RabbitMQ"
         apt_install rabbitmq-server
     fi
-    if ! rabbitmq-diagnostics -q check_port_connectivity >/dev/null 2>&1; then
-        log "starting RabbitMQ"
-        rabbitmq-server -detached >/dev/null 2>&1 || true
-        wait_for 90 RabbitMQ rabbitmq-diagnostics -q check_port_connectivity
+    if ! rabbitmq_port_open; then
+        if node=$(rabbitmq_node); then
+            # The node is up with its application stopped (e.g. a test's stop_app).
+            log "starting RabbitMQ's application on $node"
+            rabbitmqctl -n "$node" start_app >/dev/null 2>&1 || true
+        else
+            log "starting RabbitMQ"
+            rabbitmq-server -detached >/dev/null 2>&1 || true
+        fi
+        wait_for 90 RabbitMQ rabbitmq_port_open || return 1
     fi
+    if ! node=$(rabbitmq_node); then
+        log "RabbitMQ listens on 5672 but no node name tried answers; set RABBITMQ_NODENAME"
+        return 1
+    fi
+    # The tests' rabbitmqctl calls (stop_app, close_connection) read the node from here.
+    export RABBITMQ_NODENAME=$node
 }
 
 ensure_mariadb() {

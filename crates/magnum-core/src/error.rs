@@ -177,7 +177,7 @@ impl ErrorKind {
 
 impl Error {
     /// Upstream's exception class (`magnum.common.exception`) for this error, so a Python peer
-    /// re-raises the same class and answers the same HTTP status (spec rpc-wire §10.2). A
+    /// re-raises the same class and answers the same HTTP status (rpc-wire.md §10.2). A
     /// remote error's own class is not kept here; the closest class of its kind stands in.
     pub fn class_name(&self) -> &'static str {
         use Error::*;

@@ -1,4 +1,4 @@
-//! Upstream 23.0.0's answers (shared/fixtures/upstream-api-samples.json) replayed against
+//! Upstream 23.0.0's answers (fixtures/upstream-api-samples.json) replayed against
 //! seeded rows: status, version headers and bodies must match, timestamps aside.
 
 use std::sync::Arc;
@@ -33,7 +33,7 @@ const IN_SCOPE: [usize; 28] = [
 fn samples() -> Vec<Value> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures/upstream-api-samples.json"
+        "/../../fixtures/upstream-api-samples.json"
     );
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }

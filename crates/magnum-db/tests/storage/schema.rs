@@ -69,7 +69,7 @@ async fn magnum_tables_without_a_version_are_refused() {
 fn reference_tables() -> BTreeMap<String, String> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures/magnum-head-mariadb.sql"
+        "/../../fixtures/magnum-head-mariadb.sql"
     );
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
     text.split("\n;\n")

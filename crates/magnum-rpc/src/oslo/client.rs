@@ -136,7 +136,7 @@ impl ReplyListener {
         self.ready.send_replace(live.generation);
         while let Some(delivery) = consumer.next().await {
             let delivery = delivery?;
-            // Reply consumers ack on receipt (§5).
+            // Reply consumers ack on receipt (rpc-wire.md §5).
             let _ = delivery.acker.ack(BasicAckOptions::default()).await;
             let reply = match envelope::unwrap(&delivery.data) {
                 Ok(m) => IncomingReply::from_inner(m),
@@ -294,7 +294,7 @@ impl Transport for OsloTransport {
                     routing_key: &self.routing_key(),
                     mandatory: false,
                     body: &body,
-                    // The request expires unconsumed with the call (§10.4).
+                    // The request expires unconsumed with the call (rpc-wire.md §10.4).
                     props: envelope::properties(Some(timeout)),
                 },
                 OPERATION_TIMEOUT.min(left.max(Duration::from_millis(1))),

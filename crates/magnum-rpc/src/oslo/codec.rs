@@ -45,7 +45,7 @@ pub trait Codec: Send + Sync {
     async fn decode_result(&self, method: &str, result: Value) -> Result<Value, RpcError>;
 }
 
-/// The context keys of a request (spec §9.1) from ours. Tokens never travel: we have none.
+/// The context keys of a request (rpc-wire.md §9.1) from ours. Tokens never travel: we have none.
 pub fn context_to_wire(ctx: &RequestContext) -> Map<String, Value> {
     let s = |v: &Option<String>| v.clone().map(Value::String).unwrap_or(Value::Null);
     let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());

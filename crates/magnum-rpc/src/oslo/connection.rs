@@ -57,7 +57,7 @@ impl Live {
         self.conn.status().connected()
     }
 
-    /// A new channel, in confirm mode when `confirms` (every publishing channel is, §5).
+    /// A new channel, in confirm mode if `confirms` (every publishing channel is, rpc-wire.md §5).
     pub(crate) async fn channel(&self, confirms: bool) -> Result<Channel, lapin::Error> {
         let ch = self.conn.create_channel().await?;
         if confirms {

@@ -1,4 +1,4 @@
-//! Message bodies and properties (spec §6 to §10): the 2.0 envelope around the inner JSON,
+//! Message bodies and properties (rpc-wire.md §6 to §10): the 2.0 envelope around the inner JSON,
 //! requests with their `_context_*` keys, and replies.
 
 use std::time::Duration;

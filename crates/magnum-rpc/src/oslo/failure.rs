@@ -1,4 +1,4 @@
-//! The `failure` of a reply (spec §10.2): a JSON string with the exception's class, module,
+//! The `failure` of a reply (rpc-wire.md §10.2): a JSON string with the exception's class, module,
 //! message, traceback, args and kwargs, as oslo.messaging's `serialize_remote_exception`
 //! writes it and a Python client rebuilds it.
 

@@ -1,4 +1,4 @@
-//! Notifications (spec §13): `messagingv2` (enveloped) or `messaging` (bare) messages to
+//! Notifications (rpc-wire.md §13): `messagingv2` (enveloped) or `messaging` (bare) messages to
 //! `<control_exchange>` with routing key `<topic>.<priority>`, into queues named like the
 //! routing key, which the publisher declares as oslo does so events wait for a consumer.
 

@@ -1,4 +1,4 @@
-//! The options that shape what goes on the wire (spec §2.2): `[oslo_messaging_rabbit]` from
+//! The options that shape what goes on the wire (rpc-wire.md §2.2): `[oslo_messaging_rabbit]` from
 //! the configuration, overridden by the transport URL's query, plus the `[DEFAULT]`,
 //! `[conductor]` and `[oslo_messaging_notifications]` values the transport needs.
 

@@ -19,7 +19,7 @@ pub(crate) enum Declaration {
     TopicExchange(String),
     /// A fanout exchange `<topic>_fanout`, as fanout publishers declare it.
     FanoutExchange(String),
-    /// A notification queue named like its routing key, bound to the exchange (§13.1).
+    /// A notification queue named like its routing key, bound to the exchange (rpc-wire.md §13.1).
     NotificationQueue { exchange: String, queue: String },
 }
 

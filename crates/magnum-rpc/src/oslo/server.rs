@@ -1,5 +1,5 @@
 //! The RPC server (a conductor): consumes `<topic>`, `<topic>.<server>` and the fanout
-//! queue, dispatches each request to a [`ConductorApi`] and answers calls (spec §4.1, §8.2,
+//! queue, dispatches each request to a [`ConductorApi`] and answers calls (rpc-wire.md §4.1, §8.2,
 //! §10).
 //!
 //! Unlike upstream, a request is acked only after its handler finished and its reply was

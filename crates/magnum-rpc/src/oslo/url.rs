@@ -1,4 +1,4 @@
-//! `[DEFAULT] transport_url` as oslo.messaging's `TransportURL.parse` reads it (spec §2.1).
+//! `[DEFAULT] transport_url` as oslo.messaging's `TransportURL.parse` reads it (rpc-wire.md §2.1).
 //!
 //! `rabbit://user:pass@host1:5672,user:pass@host2:5672/vhost?ssl=1`: several hosts, each with
 //! optional credentials, a virtual host and query overrides of `[oslo_messaging_rabbit]`

@@ -1,4 +1,4 @@
-//! The field tables of upstream's object classes at the versions of spec §11.2, in Python's
+//! The field tables of upstream's object classes at the versions of rpc-wire.md §11.2, in Python's
 //! declaration order (persistent objects end with `created_at`, `updated_at`).
 
 use super::{Class, Field, FieldDefault, Kind, Version};

@@ -1,5 +1,5 @@
-//! Primitives, coercion and row mapping; against upstream's own object layer when
-//! MAGNUM_TEST_UPSTREAM=1. Also the fixtures the codec and indirection tests share.
+//! Primitives (rpc-wire.md §11), coercion and row mapping; against upstream's own object
+//! layer when MAGNUM_TEST_UPSTREAM=1. Also the fixtures the codec and indirection tests share.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 use std::path::PathBuf;
