@@ -1,9 +1,14 @@
-//! Python `repr()`/`str()` of JSON values.
+//! Python renderings of JSON data: `str()`, `repr()`, `repr(float)` and `json.dumps`.
 //!
 //! Upstream error texts embed Python renderings of request data (`Value: '...'`, the
-//! `Couldn't apply patch '[{...}]'` list, jsonpointer's `member 'x' not found in {...}`), so the
-//! same rendering is needed to reproduce them byte for byte.
+//! `Couldn't apply patch '[{...}]'` list, oslo's `str()` coercions), and upstream writes JSON
+//! TEXT columns with `json.dumps`, whose bytes matter because filters compare the text. One
+//! module keeps the Python rules in one place.
 
+use std::io;
+
+use serde::Serialize;
+use serde_json::ser::{CharEscape, Formatter, Serializer};
 use serde_json::{Map, Value};
 
 /// Python `str()`: strings as-is, everything else as `repr()`.
@@ -206,6 +211,96 @@ pub fn type_name(v: &Value) -> &'static str {
     }
 }
 
+struct PythonFormatter;
+
+impl Formatter for PythonFormatter {
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if first { Ok(()) } else { w.write_all(b", ") }
+    }
+
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if first { Ok(()) } else { w.write_all(b", ") }
+    }
+
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        w.write_all(b": ")
+    }
+
+    // serde_json's shortest form is `1e16`; Python writes `1e+16`. (Non-finite floats never get
+    // here: serde_json writes them as `null`.)
+    fn write_f64<W: ?Sized + io::Write>(&mut self, w: &mut W, value: f64) -> io::Result<()> {
+        w.write_all(float_repr(value).as_bytes())
+    }
+
+    fn write_f32<W: ?Sized + io::Write>(&mut self, w: &mut W, value: f32) -> io::Result<()> {
+        self.write_f64(w, f64::from(value))
+    }
+
+    /// Python escapes everything outside printable ASCII (`' '..='~'`), including DEL and all
+    /// non-ASCII, as lowercase `\uXXXX` (UTF-16 surrogate pairs above the BMP).
+    fn write_string_fragment<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            if (' '..='~').contains(&c) {
+                continue;
+            }
+            w.write_all(&fragment.as_bytes()[start..i])?;
+            let mut buf = [0u16; 2];
+            for unit in c.encode_utf16(&mut buf) {
+                write!(w, "\\u{unit:04x}")?;
+            }
+            start = i + c.len_utf8();
+        }
+        w.write_all(&fragment.as_bytes()[start..])
+    }
+
+    fn write_char_escape<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        escape: CharEscape,
+    ) -> io::Result<()> {
+        let s: &[u8] = match escape {
+            CharEscape::Quote => b"\\\"",
+            CharEscape::ReverseSolidus => b"\\\\",
+            CharEscape::Backspace => b"\\b",
+            CharEscape::FormFeed => b"\\f",
+            CharEscape::LineFeed => b"\\n",
+            CharEscape::CarriageReturn => b"\\r",
+            CharEscape::Tab => b"\\t",
+            CharEscape::AsciiControl(byte) => return write!(w, "\\u{byte:04x}"),
+            // serde_json only asks for the escapes above; keep any future ones Python-shaped.
+            #[allow(unreachable_patterns)]
+            _ => b"",
+        };
+        w.write_all(s)
+    }
+}
+
+/// Python's `json.dumps(value)` with its defaults: `", "` and `": "` separators, insertion key
+/// order, `ensure_ascii` escapes and floats as `repr(float)`.
+pub fn json_dumps<T: Serialize + ?Sized>(value: &T) -> String {
+    let mut out = Vec::with_capacity(64);
+    let mut ser = Serializer::with_formatter(&mut out, PythonFormatter);
+    // Serialising plain data into a Vec cannot fail; fall back to "null" rather than panic.
+    if value.serialize(&mut ser).is_err() {
+        return "null".to_owned();
+    }
+    // The formatter only writes ASCII.
+    String::from_utf8(out).unwrap_or_else(|_| "null".to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,5 +354,53 @@ mod tests {
         assert_eq!(py_str(&json!(1.5)), "1.5");
         assert_eq!(type_name(&json!(2.0)), "float");
         assert_eq!(type_name(&json!(2)), "int");
+    }
+
+    #[test]
+    fn dumps_matches_python_separators_and_key_order() {
+        let v = json!({"kube_tag": "v1.30.4", "auto_healing_enabled": "true"});
+        assert_eq!(
+            json_dumps(&v),
+            r#"{"kube_tag": "v1.30.4", "auto_healing_enabled": "true"}"#
+        );
+        assert_eq!(json_dumps(&json!([])), "[]");
+        assert_eq!(json_dumps(&json!({})), "{}");
+        let taints = json!([{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]);
+        assert_eq!(
+            json_dumps(&taints),
+            r#"[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]"#
+        );
+        assert_eq!(
+            json_dumps(&json!(["10.0.0.1", "10.0.0.2"])),
+            r#"["10.0.0.1", "10.0.0.2"]"#
+        );
+    }
+
+    #[test]
+    fn escapes_like_ensure_ascii() {
+        // Python: json.json_dumps({"k": "é\u007f😀\"\\\n\x01"})
+        let v = json!({"k": "é\u{7f}😀\"\\\n\u{1}"});
+        assert_eq!(
+            json_dumps(&v),
+            r#"{"k": "\u00e9\u007f\ud83d\ude00\"\\\n\u0001"}"#
+        );
+    }
+
+    #[test]
+    fn dumps_writes_floats_like_python() {
+        assert_eq!(
+            json_dumps(&json!([1.0, 1e16, 0.1, -0.0])),
+            "[1.0, 1e+16, 0.1, -0.0]"
+        );
+        assert_eq!(json_dumps(&["a", "b"]), r#"["a", "b"]"#);
+    }
+
+    #[test]
+    fn str_of_scalars() {
+        assert_eq!(py_str(&json!(true)), "True");
+        assert_eq!(py_str(&json!(3)), "3");
+        assert_eq!(py_str(&json!(1e16)), "1e+16");
+        assert_eq!(py_str(&json!(2.5)), "2.5");
+        assert_eq!(py_str(&Value::Null), "None");
     }
 }
