@@ -480,24 +480,20 @@ pub fn apply_patch(
             let parsed = match &op.value {
                 // Already structured (a previous application parsed it): kept as is.
                 Some(Value::Object(_) | Value::Array(_)) => continue,
-                Some(Value::String(text)) => literal::literal_eval(text),
+                Some(Value::String(text)) => python_literal(text),
                 // literal_eval on a non-str raises for the object itself.
-                Some(other) => Err(literal::LiteralError::Invalid(format!(
-                    "malformed node or string: {}",
-                    py_repr(other)
-                ))),
+                Some(other) => Err(format!("malformed node or string: {}", py_repr(other))),
                 // `p['value']` raises KeyError, which the controller also turns into PatchError.
-                None => Err(literal::LiteralError::Invalid("'value'".into())),
+                None => Err("'value'".into()),
             };
             match parsed {
                 Ok(v) => ops[i].value = Some(v),
-                Err(literal::LiteralError::Invalid(reason)) => {
+                Err(reason) => {
                     return Err(PatchError::Apply {
                         patch: render_ops(ops),
                         reason,
                     });
                 }
-                Err(literal::LiteralError::Crash(msg)) => return Err(PatchError::Internal(msg)),
             }
         }
     }
