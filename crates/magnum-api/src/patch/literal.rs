@@ -1,15 +1,14 @@
-//! `ast.literal_eval` as Magnum's `apply_jsonpatch` applies it, for the values clients send.
-//!
-//! Python clients send dict/list values as `str(dict)` (single quotes, `True`/`None`), so a
-//! string value is read as a Python literal: strings (quotes, prefixes, escapes), numbers,
-//! `True`/`False`/`None`, tuples, lists, dicts and one unary `+`/`-` on a number. The failure
-//! text ends up in the 400 body, so the errors clients plausibly hit keep CPython 3.11's wording
-//! (`invalid syntax (<unknown>, line N)`, `'[' was never closed`, `unterminated string literal`,
-//! `malformed node or string on line N: <ast.Name ...>`); anything else outside the literal
-//! language reads as a generic `invalid syntax`. The tokenizer stops at CPython's 200 open
-//! brackets and the parser keeps open brackets on a heap stack: no input makes it recurse.
+//! `ast.literal_eval` as Magnum's `apply_jsonpatch` applies it to the `str(dict)` values
+//! Python clients send: strings, numbers, `True`/`False`/`None`, tuples, lists, dicts and one
+//! sign on a number. The error ends up in the 400 body, so those clients plausibly hit keep
+//! CPython 3.11's wording (`invalid syntax (<unknown>, line N)`, `'[' was never closed`,
+//! `unterminated string literal ...`, `malformed node or string on line N: <ast.Name ...>`);
+//! other input outside the literal language reads as a generic `invalid syntax`. The lexer
+//! stops at CPython's 200 open brackets and the parser keeps them on a heap stack: no input
+//! makes it recurse.
 
 use std::fmt::Display;
+use std::num::IntErrorKind;
 
 use serde_json::{Map, Number, Value};
 
@@ -18,12 +17,10 @@ const MAX_DEPTH: usize = 200;
 /// Stands in for the heap address CPython prints in `<ast.Name object at 0x...>`.
 pub(super) const NODE_ADDRESS: &str = "0x7f3a5c1e2d40";
 const PREFIXES: &[&str] = &["r", "u", "b", "br", "rb", "f", "fr", "rf"];
-#[rustfmt::skip]
-const KEYWORDS: &[&str] = &[
-    "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del", "elif",
-    "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda",
-    "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with", "yield",
-];
+/// Python's keywords other than `True`, `False` and `None`: no expression starts with one.
+const KEYWORDS: &str = "and as assert async await break class continue def del elif else except \
+    finally for from global if import in is lambda nonlocal not or pass raise return try while \
+    with yield";
 
 /// Parse `text` like Python's `ast.literal_eval(text)` and convert the result to JSON.
 ///
@@ -38,7 +35,8 @@ pub fn python_literal(text: &str) -> Result<Value, String> {
     }
     // The tokenizer reads `\r\n` and `\r` as `\n`, inside strings too.
     let src = src.replace("\r\n", "\n").replace('\r', "\n");
-    let mut p = Parser::new(Lexer::run(&src));
+    let mut p = Parser::default();
+    p.toks = Lexer::run(&src);
     match p.parse(&src) {
         // literal_eval raises on the first bad node; JSON's limits are checked after it.
         Ok(v) => p.malformed.or(p.unsupported).map_or(Ok(v), Err),
@@ -51,16 +49,12 @@ pub fn python_literal(text: &str) -> Result<Value, String> {
     }
 }
 
+fn closes(open: char, close: char) -> bool {
+    matches!((open, close), ('(', ')') | ('[', ']') | ('{', '}'))
+}
+
 fn syn(msg: impl Display, line: u32) -> String {
     format!("{msg} (<unknown>, line {line})")
-}
-
-fn fail<X>(msg: impl Display, line: u32) -> Result<X, String> {
-    Err(syn(msg, line))
-}
-
-fn malformed(class: &str, line: u32) -> String {
-    format!("malformed node or string on line {line}: <ast.{class} object at {NODE_ADDRESS}>")
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -102,12 +96,8 @@ struct Lexer {
 
 impl Lexer {
     fn run(src: &str) -> Vec<Tok> {
-        let chars = src.chars().collect();
-        let mut lx = Lexer {
-            chars,
-            line: 1,
-            ..Lexer::default()
-        };
+        let mut lx = Lexer::default();
+        (lx.chars, lx.line) = (src.chars().collect(), 1);
         if let Err(msg) = lx.scan() {
             lx.toks.push(Tok(T::Fail(msg), lx.line));
         }
@@ -131,12 +121,8 @@ impl Lexer {
         while let Some(c) = self.at(0) {
             let line = self.line;
             let t = match c {
-                ' ' | '\t' | '\x0c' => {
-                    self.i += 1;
-                    continue;
-                }
-                '#' => {
-                    self.skip(|c| c != '\n');
+                ' ' | '\t' | '\x0c' | '#' => {
+                    self.skip(|k| k != '\n' && (c == '#' || matches!(k, ' ' | '\t' | '\x0c')));
                     continue;
                 }
                 '\n' => {
@@ -164,22 +150,17 @@ impl Lexer {
                     }
                 }
                 '(' | '[' | '{' if self.brackets.len() >= MAX_DEPTH => {
-                    return fail("too many nested parentheses", line);
+                    return Err(syn("too many nested parentheses", line));
                 }
-                '(' | '[' | '{' => {
-                    self.brackets.push((c, line));
-                    self.i += 1;
-                    T::Op(c)
+                // The guard pops the bracket a closing one must match.
+                ')' | ']' | '}' if !self.brackets.pop().is_some_and(|(o, _)| closes(o, c)) => {
+                    return Err(syn("invalid syntax", line));
                 }
-                ')' | ']' | '}' => match self.brackets.pop() {
-                    Some((o, _)) if matches!((o, c), ('(', ')') | ('[', ']') | ('{', '}')) => {
-                        self.i += 1;
-                        T::Op(c)
-                    }
-                    _ => return fail("invalid syntax", line),
-                },
-                // Anything else is an operator the parser rejects.
+                // Anything else is a one-character operator (most of them the parser rejects).
                 _ => {
+                    if matches!(c, '(' | '[' | '{') {
+                        self.brackets.push((c, line));
+                    }
                     self.i += 1;
                     T::Op(c)
                 }
@@ -208,91 +189,57 @@ impl Lexer {
         }
         let indent = self.skip(|c| matches!(c, ' ' | '\t' | '\x0c'));
         if indent > 0 && !matches!(self.at(0), Some('\n' | '#')) {
-            return fail("unexpected indent", self.line);
+            return Err(syn("unexpected indent", self.line));
         }
         Ok(())
     }
 
-    /// `digit (['_'] digit)*` in `radix`, underscores dropped; `None` if there is no digit or an
-    /// underscore is not followed by one. `lead` allows an underscore first (`0x_1f`).
-    fn digits(&mut self, radix: u32, lead: bool) -> Option<String> {
-        let mut out = String::new();
-        loop {
-            let underscore = self.at(0) == Some('_') && (lead || !out.is_empty());
-            match self
-                .at(usize::from(underscore))
-                .filter(|c| c.is_digit(radix))
-            {
-                Some(c) => {
-                    out.push(c);
-                    self.i += 1 + usize::from(underscore);
-                }
-                None if underscore => return None,
-                None => return (!out.is_empty()).then_some(out),
-            }
-        }
-    }
-
+    /// A number token runs on through letters, digits, `_`, `.` and an exponent's sign; then
+    /// the whole text must be one of Python's integer or float forms.
     fn number(&mut self) -> Result<Num, String> {
-        let line = self.line;
-        let bad = |kind: &str| syn(format!("invalid {kind} literal"), line);
-        let base = match (self.at(0), self.at(1).map(|c| c.to_ascii_lowercase())) {
-            (Some('0'), Some('x')) => Some((16, "hexadecimal")),
-            (Some('0'), Some('o')) => Some((8, "octal")),
-            (Some('0'), Some('b')) => Some((2, "binary")),
-            _ => None,
+        let (start, line) = (self.i, self.line);
+        while let Some(c) = self.at(0) {
+            let exponent = matches!(c, '+' | '-') && matches!(self.chars[self.i - 1], 'e' | 'E');
+            if !(c.is_alphanumeric() || c == '_' || c == '.' || exponent) {
+                break;
+            }
+            self.i += 1;
+        }
+        let text = String::from_iter(&self.chars[start..self.i]).to_lowercase();
+        let (radix, kind, body) = match text.get(..2) {
+            Some("0x") => (16, "hexadecimal", &text[2..]),
+            Some("0o") => (8, "octal", &text[2..]),
+            Some("0b") => (2, "binary", &text[2..]),
+            _ => (10, "decimal", &text[..]),
         };
-        if let Some((radix, kind)) = base {
-            self.i += 2;
-            let digits = self.digits(radix, true).ok_or_else(|| bad(kind))?;
-            self.end_of_number(kind)?;
-            let value = u128::from_str_radix(&digits, radix).ok();
-            return Ok(Num::Int(value.and_then(|v| i128::try_from(v).ok())));
+        let bad = || syn(format!("invalid {kind} literal"), line);
+        // An underscore sits between two digits, or between a base prefix and a digit.
+        let chars: Vec<char> = body.chars().collect();
+        let digit = |k: usize| chars.get(k).is_some_and(|c| c.is_digit(radix));
+        let before = |k: usize| k.checked_sub(1).map_or(radix != 10, digit);
+        let misplaced = chars
+            .iter()
+            .enumerate()
+            .any(|(k, &c)| c == '_' && !(before(k) && digit(k + 1)));
+        if body.is_empty() || misplaced {
+            return Err(bad());
         }
-        // `text` collects the literal in a form Rust parses.
-        let (mut text, mut float) = (String::from("0"), false);
-        if self.at(0) != Some('.') {
-            text += &self.digits(10, false).ok_or_else(|| bad("decimal"))?;
-        }
-        if self.at(0) == Some('.') {
-            (self.i, float) = (self.i + 1, true);
-            if self.at(0).is_some_and(|c| c.is_ascii_digit()) {
-                text.push('.');
-                text += &self.digits(10, false).ok_or_else(|| bad("decimal"))?;
+        let digits = body.replace('_', "");
+        if radix != 10 || digits.bytes().all(|b| b.is_ascii_digit()) {
+            if radix == 10 && digits.starts_with('0') && !digits.trim_start_matches('0').is_empty()
+            {
+                let msg = "leading zeros in decimal integer literals are not permitted; \
+                           use an 0o prefix for octal integers";
+                return Err(syn(msg, line));
             }
+            return match u128::from_str_radix(&digits, radix) {
+                Ok(v) => Ok(Num::Int(i128::try_from(v).ok())),
+                Err(e) if *e.kind() == IntErrorKind::PosOverflow => Ok(Num::Int(None)),
+                Err(_) => Err(bad()),
+            };
         }
-        if matches!(self.at(0), Some('e' | 'E')) {
-            let sign = self.at(1).filter(|c| matches!(c, '+' | '-'));
-            (self.i, float) = (self.i + 1 + usize::from(sign.is_some()), true);
-            text.push('e');
-            text.extend(sign);
-            text += &self.digits(10, false).ok_or_else(|| bad("decimal"))?;
-        }
-        self.end_of_number("decimal")?;
-        let digits = &text[1..];
-        if !float && digits.len() > 1 && digits.starts_with('0') && digits.contains(|c| c != '0') {
-            let msg = "leading zeros in decimal integer literals are not permitted; \
-                       use an 0o prefix for octal integers";
-            return fail(msg, line);
-        }
-        Ok(match float {
-            true => Num::Float(text.parse().unwrap_or(f64::NAN)),
-            false => Num::Int(
-                text.parse::<u128>()
-                    .ok()
-                    .and_then(|v| i128::try_from(v).ok()),
-            ),
-        })
-    }
-
-    /// A number may not run into a name (`1a`, `1_`, `1j`: complex numbers are not JSON either).
-    fn end_of_number(&self, kind: &str) -> Result<(), String> {
-        match self.at(0) {
-            Some(c) if c == '_' || c.is_alphanumeric() => {
-                fail(format!("invalid {kind} literal"), self.line)
-            }
-            _ => Ok(()),
-        }
+        // Rust's float syntax matches Python's for text that starts with a digit or a dot.
+        digits.parse().map(Num::Float).map_err(|_| bad())
     }
 
     /// A string literal from its opening quote `q`; escapes are decoded by the parser.
@@ -309,7 +256,7 @@ impl Lexer {
                 let kind = if triple { "triple-quoted " } else { "" };
                 let msg =
                     format!("unterminated {kind}string literal (detected at line {detected})");
-                return fail(msg, start);
+                return Err(syn(msg, start));
             }
             if c == Some(q) && (!triple || (self.at(1) == Some(q) && self.at(2) == Some(q))) {
                 self.i += quotes;
@@ -341,38 +288,30 @@ fn unescape(body: &str, line: u32, out: &mut String) -> Result<bool, String> {
             out.extend("\x07\x08\x0c\n\r\t\x0b\\'\""[k..].chars().next());
             continue;
         }
-        let (len, form) = match e {
+        // Octal escapes take one to three digits; the others a fixed count of hex digits.
+        let (radix, len, form) = match e {
             '\n' => continue,
-            '0'..='7' => {
-                let mut code = e.to_digit(8).unwrap_or(0);
-                for _ in 0..2 {
-                    let Some((_, d)) = chars.next_if(|&(_, d)| d.is_digit(8)) else {
-                        break;
-                    };
-                    code = code * 8 + d.to_digit(8).unwrap_or(0);
-                }
-                out.extend(char::from_u32(code));
-                continue;
-            }
-            'x' => (2, "\\xXX"),
-            'u' => (4, "\\uXXXX"),
-            'U' => (8, "\\UXXXXXXXX"),
+            '0'..='7' => (8, 2, ""),
+            'x' => (16, 2, "\\xXX"),
+            'u' => (16, 4, "\\uXXXX"),
+            'U' => (16, 8, "\\UXXXXXXXX"),
             // Unknown escapes stay as written (`\N{...}` names are not resolved).
             _ => {
                 out.extend(['\\', e]);
                 continue;
             }
         };
-        let (mut code, mut end) = (0u32, i + 1);
+        let (mut code, mut end) = (e.to_digit(8).filter(|_| radix == 8).unwrap_or(0), i + 1);
         for _ in 0..len {
-            let Some((j, d)) = chars.next_if(|&(_, d)| d.is_ascii_hexdigit()) else {
-                let what = format!("position {i}-{end}: truncated {form} escape");
-                return fail(
-                    format!("(unicode error) 'unicodeescape' codec can't decode bytes in {what}"),
-                    line,
-                );
-            };
-            (code, end) = (code * 16 + d.to_digit(16).unwrap_or(0), j);
+            match chars.next_if(|&(_, d)| d.is_digit(radix)) {
+                Some((j, d)) => (code, end) = (code * radix + d.to_digit(radix).unwrap_or(0), j),
+                None if radix == 8 => break,
+                None => {
+                    let codec = "(unicode error) 'unicodeescape' codec can't decode bytes";
+                    let msg = format!("{codec} in position {i}-{end}: truncated {form} escape");
+                    return Err(syn(msg, line));
+                }
+            }
         }
         surrogate |= char::from_u32(code).is_none();
         out.extend(char::from_u32(code).or(Some('\u{fffd}')));
@@ -380,15 +319,15 @@ fn unescape(body: &str, line: u32, out: &mut String) -> Result<bool, String> {
     Ok(surrogate)
 }
 
-/// One parsed expression: its JSON value (`Null` when it has none), the number it is if a
-/// number literal, and its Python type name.
+/// A parsed expression: JSON value (`Null` if none), number literal if one, Python type name.
 struct Item(Value, Option<Num>, &'static str);
 
 /// Signs before an operand: how many, whether they negate, and the first one's line.
 #[derive(Clone, Copy, Default)]
 struct Signs(usize, bool, u32);
 
-/// An open bracket. `{` is a dict unless its first element has no `:` (then a set).
+/// An open bracket (`\0` for the top level). `{` is a dict unless its first element has no
+/// `:` (then a set).
 #[derive(Default)]
 struct Frame {
     open: char,
@@ -402,16 +341,6 @@ struct Frame {
     set: bool,
 }
 
-impl Frame {
-    fn close(&self) -> char {
-        match self.open {
-            '(' => ')',
-            '[' => ']',
-            _ => '}',
-        }
-    }
-}
-
 enum PErr {
     /// CPython's bare "invalid syntax" at this line (a later tokenizer error may replace it).
     Generic(u32),
@@ -421,41 +350,37 @@ enum PErr {
 /// A loop over operands, with open brackets on an explicit stack. The first malformed node
 /// and the first value JSON cannot hold are recorded while parsing goes on, since a syntax
 /// error anywhere takes precedence over both.
+#[derive(Default)]
 struct Parser {
+    /// Never empty: the lexer always ends with `Eof` or `Fail`, and `pos` never passes it.
     toks: Vec<Tok>,
     pos: usize,
     malformed: Option<String>,
     unsupported: Option<String>,
-    end: Tok,
 }
 
 impl Parser {
-    fn new(toks: Vec<Tok>) -> Parser {
-        let end = Tok(T::Eof(None), 0);
-        Parser {
-            toks,
-            pos: 0,
-            malformed: None,
-            unsupported: None,
-            end,
-        }
-    }
-
     fn peek(&self) -> &T {
-        &self.toks.get(self.pos).unwrap_or(&self.end).0
+        &self.toks[self.pos].0
     }
 
     fn line(&self) -> u32 {
-        self.toks.get(self.pos).unwrap_or(&self.end).1
+        self.toks[self.pos].1
     }
 
     fn bump(&mut self) {
-        // Never past the final Eof/Fail token.
-        self.pos = (self.pos + 1).min(self.toks.len().saturating_sub(1));
+        self.pos = (self.pos + 1).min(self.toks.len() - 1);
     }
 
     fn is_op(&self, c: char) -> bool {
         matches!(self.peek(), T::Op(o) if *o == c)
+    }
+
+    fn at_close(&self, f: &Frame) -> bool {
+        match self.peek() {
+            T::Op(c) => closes(f.open, *c),
+            t => f.open == '\0' && matches!(t, T::Newline | T::Eof(_)),
+        }
     }
 
     /// The error for an unexpected token; tokenizer failures and unclosed brackets speak for
@@ -467,6 +392,12 @@ impl Parser {
         }
     }
 
+    fn malformed(&mut self, class: &str, line: u32) {
+        let msg = format!("malformed node or string on line {line}: <ast.{class} object at ");
+        self.malformed
+            .get_or_insert_with(|| format!("{msg}{NODE_ADDRESS}>"));
+    }
+
     fn unsupported(&mut self, msg: impl Into<String>) {
         self.unsupported.get_or_insert_with(|| msg.into());
     }
@@ -476,18 +407,16 @@ impl Parser {
             let lines = u32::try_from(src.lines().count()).unwrap_or(u32::MAX);
             return Err(PErr::Msg(syn("invalid syntax", lines)));
         }
-        let (mut stack, mut top, mut tuple) = (Vec::<Frame>::new(), Vec::new(), false);
+        // The top level is a bracket too, closed by the line's end: one value or a bare tuple.
+        let mut stack = vec![Frame::default()];
         'operand: loop {
             let signs = self.signs();
             let mut item = match *self.peek() {
-                T::Op(open @ ('(' | '[' | '{')) if stack.len() < MAX_DEPTH => {
+                T::Op(open @ ('(' | '[' | '{')) if stack.len() <= MAX_DEPTH => {
                     self.bump();
-                    let frame = Frame {
-                        open,
-                        signs,
-                        ..Frame::default()
-                    };
-                    if !self.is_op(frame.close()) {
+                    let mut frame = Frame::default();
+                    (frame.open, frame.signs) = (open, signs);
+                    if !self.at_close(&frame) {
                         stack.push(frame);
                         continue;
                     }
@@ -499,7 +428,10 @@ impl Parser {
                 }
             };
             // Hand the finished item to the innermost open bracket, closing those that end.
-            while let Some(frame) = stack.last_mut() {
+            loop {
+                let Some(frame) = stack.last_mut() else {
+                    return self.finish(item.0);
+                };
                 if !self.element(frame, item)? {
                     continue 'operand;
                 }
@@ -508,26 +440,11 @@ impl Parser {
                 };
                 item = self.close(frame);
             }
-            // A complete top-level expression, alone or in a bare tuple (`1, 2`).
-            if !tuple && !self.is_op(',') {
-                return self.finish(item.0);
-            }
-            top.push(item.0);
-            if !self.is_op(',') {
-                return self.finish(Value::Array(top));
-            }
-            self.bump();
-            tuple = true;
-            if matches!(self.peek(), T::Newline | T::Eof(_)) {
-                return self.finish(Value::Array(top));
-            }
         }
     }
 
+    /// After the top level's line end (the lexer emits one per logical line), only the end.
     fn finish(&mut self, value: Value) -> Result<Value, PErr> {
-        while matches!(self.peek(), T::Newline) {
-            self.bump();
-        }
         match self.peek() {
             T::Eof(None) => Ok(value),
             _ => Err(self.unexpected()),
@@ -546,21 +463,18 @@ impl Parser {
     /// literal_eval allows one sign on a number; any other signed operand is a malformed
     /// node (CPython names the operand's class in some cases; this says `UnaryOp`).
     fn apply(&mut self, Signs(count, negative, line): Signs, item: Item) -> Item {
-        if count == 0 {
-            return item;
-        }
         match item.1 {
+            _ if count == 0 => item,
             Some(n) if count == 1 => {
                 let n = match n {
                     Num::Int(i) if negative => Num::Int(i.and_then(i128::checked_neg)),
                     Num::Float(f) if negative => Num::Float(-f),
                     n => n,
                 };
-                Item(self.number(n), None, item.2)
+                Item(self.number(n).0, None, item.2)
             }
             _ => {
-                self.malformed
-                    .get_or_insert_with(|| malformed("UnaryOp", line));
+                self.malformed("UnaryOp", line);
                 Item(Value::Null, None, item.2)
             }
         }
@@ -570,21 +484,13 @@ impl Parser {
         let line = self.line();
         let item = match self.peek().clone() {
             T::Str(..) => return self.strings(),
-            T::Num(n) => {
-                let ty = if matches!(n, Num::Int(_)) {
-                    "int"
-                } else {
-                    "float"
-                };
-                Item(self.number(n), Some(n), ty)
-            }
+            T::Num(n) => self.number(n),
             T::Name(name) => match name.as_str() {
                 "True" | "False" => Item(Value::Bool(name == "True"), None, "bool"),
                 "None" => Item(Value::Null, None, "NoneType"),
-                n if KEYWORDS.contains(&n) => return Err(PErr::Generic(line)),
+                n if KEYWORDS.split(' ').any(|k| k == n) => return Err(PErr::Generic(line)),
                 _ => {
-                    self.malformed
-                        .get_or_insert_with(|| malformed("Name", line));
+                    self.malformed("Name", line);
                     Item(Value::Null, None, "name")
                 }
             },
@@ -595,21 +501,23 @@ impl Parser {
     }
 
     /// A number's JSON value, or `Null` with the reason recorded.
-    fn number(&mut self, n: Num) -> Value {
-        let reason = match n {
-            Num::Int(Some(i)) => match (i64::try_from(i), u64::try_from(i)) {
-                (Ok(v), _) => return Value::from(v),
-                (_, Ok(v)) => return Value::from(v),
-                _ => "unsupported literal value of type 'int' (out of range)",
-            },
-            Num::Int(None) => "unsupported literal value of type 'int' (out of range)",
-            Num::Float(f) => match Number::from_f64(f) {
-                Some(v) => return Value::Number(v),
-                None => "unsupported literal value of type 'float' (not finite)",
-            },
+    fn number(&mut self, n: Num) -> Item {
+        let v = match n {
+            Num::Int(i) => i.and_then(|i| serde_json::to_value(i).ok()),
+            Num::Float(f) => Number::from_f64(f).map(Value::Number),
         };
-        self.unsupported(reason);
-        Value::Null
+        let ty = if let Num::Int(_) = n { "int" } else { "float" };
+        if v.is_none() {
+            let limit = if ty == "int" {
+                "out of range"
+            } else {
+                "not finite"
+            };
+            self.unsupported(format!(
+                "unsupported literal value of type '{ty}' ({limit})"
+            ));
+        }
+        Item(v.unwrap_or(Value::Null), Some(n), ty)
     }
 
     /// Adjacent string literals concatenate (`'a' 'b'`).
@@ -617,10 +525,10 @@ impl Parser {
         let (line, mut text, mut ty) = (self.line(), String::new(), "str");
         while let T::Str(body, prefix) = self.peek().clone() {
             if prefix.contains('f') {
-                self.malformed
-                    .get_or_insert_with(|| malformed("JoinedStr", line));
+                self.malformed("JoinedStr", line);
             } else if prefix.contains('b') {
                 ty = "bytes";
+                self.unsupported("unsupported literal value of type 'bytes'");
             }
             if prefix.contains(['r', 'b', 'f']) {
                 text.push_str(&body);
@@ -628,9 +536,6 @@ impl Parser {
                 self.unsupported("unsupported literal value of type 'str' (not valid Unicode)");
             }
             self.bump();
-        }
-        if ty == "bytes" {
-            self.unsupported("unsupported literal value of type 'bytes'");
         }
         Ok(Item(Value::String(text), None, ty))
     }
@@ -649,34 +554,33 @@ impl Parser {
             }
             f.set = true;
         }
-        if !self.is_op(',') && !self.is_op(f.close()) {
+        if !self.is_op(',') && !self.at_close(f) {
             return Err(self.unexpected());
         }
         match f.key.take() {
-            // A repeated key keeps its first place and takes the last value, as in Python
-            // (`Map::insert` with preserve_order).
+            // Like a Python dict, a repeated key keeps its place and takes the last value.
             Some(Item(Value::String(k), _, "str")) => {
                 f.map.insert(k, item.0);
             }
             Some(Item(_, _, ty)) => {
                 self.unsupported(format!("unsupported dictionary key of type '{ty}'"))
             }
-            None if f.open == '(' && f.first.is_none() => f.first = Some(item),
+            None if matches!(f.open, '(' | '\0') && f.first.is_none() => f.first = Some(item),
             None => f.items.push(item.0),
         }
-        f.comma |= self.is_op(',');
         if self.is_op(',') {
+            f.comma = true;
             self.bump();
         }
-        Ok(self.is_op(f.close()))
+        Ok(self.at_close(f))
     }
 
     fn close(&mut self, f: Frame) -> Item {
         self.bump();
         let item = match (f.open, f.first) {
             // `(x)` is just x.
-            ('(', Some(first)) if !f.comma => first,
-            ('(', first) => {
+            ('(' | '\0', Some(first)) if !f.comma => first,
+            ('(' | '\0', first) => {
                 let items = first.map(|i| i.0).into_iter().chain(f.items);
                 Item(Value::Array(items.collect()), None, "tuple")
             }
