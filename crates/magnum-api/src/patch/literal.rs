@@ -35,8 +35,10 @@ pub fn python_literal(text: &str) -> Result<Value, String> {
     }
     // The tokenizer reads `\r\n` and `\r` as `\n`, inside strings too.
     let src = src.replace("\r\n", "\n").replace('\r', "\n");
-    let mut p = Parser::default();
-    p.toks = Lexer::run(&src);
+    let mut p = Parser {
+        toks: Lexer::run(&src),
+        ..Parser::default()
+    };
     match p.parse(&src) {
         // literal_eval raises on the first bad node; JSON's limits are checked after it.
         Ok(v) => p.malformed.or(p.unsupported).map_or(Ok(v), Err),
