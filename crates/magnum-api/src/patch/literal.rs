@@ -1,7 +1,7 @@
 //! `ast.literal_eval` as Magnum's `apply_jsonpatch` applies it to the `str(dict)` values
 //! Python clients send: strings, numbers, `True`/`False`/`None`, tuples, lists, dicts and one
-//! sign on a number. The error ends up in the 400 body, so those clients plausibly hit keep
-//! CPython 3.11's wording (`invalid syntax (<unknown>, line N)`, `'[' was never closed`,
+//! sign on a number. The error ends up in the 400 body, so the errors clients plausibly make
+//! keep CPython 3.11's wording (`invalid syntax (<unknown>, line N)`, `'[' was never closed`,
 //! `unterminated string literal ...`, `malformed node or string on line N: <ast.Name ...>`);
 //! other input outside the literal language reads as a generic `invalid syntax`. The lexer
 //! stops at CPython's 200 open brackets and the parser keeps them on a heap stack: no input
