@@ -1,15 +1,15 @@
-//! Domain types shared by every layer of magnum-rs: ids, statuses, the request context,
-//! domain errors and the magnum.conf option registry. Depends on nothing heavier than serde.
+//! Domain types shared by every layer of magnum-rs: ids, statuses, typed models, the request
+//! context, domain errors, Python-compatible text (py) and the magnum.conf option registry. Depends on nothing heavier than serde.
 
 pub mod context;
 pub mod error;
 pub mod ids;
 pub mod lifecycle;
 pub mod model;
+pub mod py;
 pub mod status;
 
 pub use context::RequestContext;
 pub use error::{Error, ErrorKind, Result};
 pub mod config;
 pub mod policy;
-pub mod py;

@@ -12,14 +12,15 @@
 
 mod literal;
 mod pointer;
-mod pyrepr;
 
 use std::sync::LazyLock;
 
 use serde_json::{Map, Value, json};
 
 pub use literal::python_literal;
-pub use pyrepr::{py_repr, py_str};
+pub use magnum_core::py::{py_repr, py_str};
+
+use magnum_core::py;
 
 /// A JSON-patch operation name (`move`, `copy` and `test` are rejected).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -337,7 +338,7 @@ pub fn parse_patch(body: Option<&Value>, rules: &PatchRules) -> Result<Vec<Patch
             other => {
                 return Err(PatchError::Internal(format!(
                     "'{}' object has no attribute 'keys'",
-                    pyrepr::type_name(other)
+                    py::type_name(other)
                 )));
             }
         };
@@ -398,11 +399,11 @@ pub fn parse_patch(body: Option<&Value>, rules: &PatchRules) -> Result<Vec<Patch
         let value = match obj.get("value") {
             None | Some(Value::Null) => None,
             Some(v @ (Value::String(_) | Value::Bool(_))) => Some(v.clone()),
-            Some(v @ Value::Number(n)) if pyrepr::is_py_int(n) => Some(v.clone()),
+            Some(v @ Value::Number(n)) if py::is_py_int(n) => Some(v.clone()),
             Some(v) => {
                 let reason = format!(
                     "Wrong type. Expected '(<class 'str'>, <class 'int'>)', got '<class '{}'>'",
-                    pyrepr::type_name(v)
+                    py::type_name(v)
                 );
                 return Err(invalid_input("value", v, &reason));
             }
@@ -479,24 +480,20 @@ pub fn apply_patch(
             let parsed = match &op.value {
                 // Already structured (a previous application parsed it): kept as is.
                 Some(Value::Object(_) | Value::Array(_)) => continue,
-                Some(Value::String(text)) => literal::literal_eval(text),
+                Some(Value::String(text)) => python_literal(text),
                 // literal_eval on a non-str raises for the object itself.
-                Some(other) => Err(literal::LiteralError::Invalid(format!(
-                    "malformed node or string: {}",
-                    py_repr(other)
-                ))),
+                Some(other) => Err(format!("malformed node or string: {}", py_repr(other))),
                 // `p['value']` raises KeyError, which the controller also turns into PatchError.
-                None => Err(literal::LiteralError::Invalid("'value'".into())),
+                None => Err("'value'".into()),
             };
             match parsed {
                 Ok(v) => ops[i].value = Some(v),
-                Err(literal::LiteralError::Invalid(reason)) => {
+                Err(reason) => {
                     return Err(PatchError::Apply {
                         patch: render_ops(ops),
                         reason,
                     });
                 }
-                Err(literal::LiteralError::Crash(msg)) => return Err(PatchError::Internal(msg)),
             }
         }
     }

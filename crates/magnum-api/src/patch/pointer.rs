@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use super::Op;
-use super::pyrepr::{py_repr_map, type_name};
+use magnum_core::py::{py_repr_map, type_name};
 
 pub(super) enum Failure {
     /// A jsonpatch/jsonpointer exception: upstream turns it into PatchError (400).

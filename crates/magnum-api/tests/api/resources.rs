@@ -551,3 +551,26 @@ async fn openapi_document_matches_the_router() {
         }
     }
 }
+
+#[tokio::test]
+async fn deeply_nested_label_literal_is_a_400() {
+    // A 10,000-deep Python literal stops at the parser's bracket limit: a 400 naming it, not a
+    // worker stack overflow, and the template is left as it was.
+    let s = start().await;
+    let t = create(&s, MEMBER, "deep").await;
+    let path = format!("/v1/clustertemplates/{}", t["uuid"].as_str().unwrap());
+    for value in [
+        format!("{}{}", "[".repeat(10_000), "]".repeat(10_000)),
+        format!("{}1{}", "{'a': ".repeat(10_000), "}".repeat(10_000)),
+    ] {
+        let patch = json!([{"op": "replace", "path": "/labels", "value": value}]);
+        let r = s.send(MEMBER, "PATCH", &path, &patch).await;
+        assert_eq!(r.status, 400, "{}", r.body);
+        let detail = r.body["errors"][0]["detail"].as_str().unwrap_or_default();
+        assert!(
+            detail.ends_with("Reason: too many nested parentheses (<unknown>, line 1)"),
+            "{detail}"
+        );
+    }
+    assert_eq!(s.get(READER, &path).await.body["labels"], t["labels"]);
+}

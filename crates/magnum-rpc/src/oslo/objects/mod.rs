@@ -379,20 +379,8 @@ pub fn is_primitive(v: &Value) -> bool {
 /// Python's `str()` of a JSON scalar, as StringField coerces int, float and bool.
 fn py_str(v: &Value) -> Option<String> {
     match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Bool(true) => Some("True".into()),
-        Value::Bool(false) => Some("False".into()),
-        Value::Number(n) if n.is_f64() => {
-            let s = n.to_string();
-            // Python writes whole floats with a fraction ("1.0").
-            Some(if s.contains(['.', 'e', 'E']) {
-                s
-            } else {
-                format!("{s}.0")
-            })
-        }
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
+        Value::Null | Value::Array(_) | Value::Object(_) => None,
+        scalar => Some(magnum_core::py::py_str(scalar)),
     }
 }
 
