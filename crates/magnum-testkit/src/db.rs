@@ -126,6 +126,14 @@ impl ServerDb {
             .unwrap_or_else(|p| std::panic::resume_unwind(p))
     }
 
+    /// Disarms the guard for a database something without a guard keeps using; returns
+    /// its URL. The database is left on the server.
+    pub fn keep(self) -> String {
+        let url = self.url();
+        std::mem::forget(self);
+        url
+    }
+
     /// The database's URL as magnum-db takes it.
     pub fn url(&self) -> String {
         format!("{}/{}", self.base, self.name)
