@@ -14,10 +14,10 @@ use magnum_conductor::x509::X509Options;
 use magnum_conductor::{Conductor, ConductorSettings};
 use magnum_core::config::SimulatedDriverSection;
 use magnum_core::{Error, RequestContext};
+use magnum_db::Database;
 use magnum_db::repo::cluster::Cluster;
 use magnum_db::repo::cluster_template::ClusterTemplate;
 use magnum_db::repo::nodegroup::NodeGroup;
-use magnum_db::{Database, DbSettings, DbUrl};
 use magnum_rpc::*;
 use sea_orm::ConnectionTrait;
 
@@ -47,17 +47,8 @@ async fn env_with_drivers(
 ) -> Env {
     let (db, dir) = match db {
         Some(d) => d,
-        None => {
-            let dir = tempfile::tempdir().unwrap();
-            let url = format!("sqlite:///{}/magnum.sqlite", dir.path().display());
-            let mut settings = DbSettings::new(DbUrl::parse(&url).unwrap());
-            // Quick retries when concurrent writers meet SQLite's single write lock.
-            settings.db_retry_interval = Duration::from_millis(20);
-            settings.db_max_retry_interval = Duration::from_millis(200);
-            let db = Database::connect(settings).await.unwrap();
-            magnum_db::schema::upgrade(&db).await.unwrap();
-            (db, dir)
-        }
+        // Quick retries when concurrent writers meet SQLite's single write lock.
+        None => magnum_testkit::db::sqlite_at_head_with(magnum_testkit::db::quick_retries).await,
     };
     let sim = Arc::new(SimulatedDriver::new(&SimulatedDriverSection {
         create_delay: 0.3,
