@@ -991,3 +991,33 @@ async fn sweep_follows_upstreams_periodic_expectations() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(e.events().is_empty(), "{:?}", e.events());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_run_then_stop_cleanly() {
+    use magnum_conductor::WorkerState;
+    let e = env_with(false, None).await;
+    let workers = e.conductor.spawn_workers();
+    let names: Vec<_> = workers.statuses().iter().map(|s| s.name).collect();
+    assert_eq!(names, ["heartbeat", "status-sync"]);
+    // Both through their first pass: a heartbeat written, a sweep done.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !workers
+        .statuses()
+        .iter()
+        .all(|s| s.state == WorkerState::Running)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:?}",
+            workers.statuses()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let started = std::time::Instant::now();
+    let finals = workers.shutdown().await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    for s in finals {
+        assert_eq!(s.state, WorkerState::Stopped, "{s:?}");
+        assert_eq!(s.last_error, None, "{s:?}");
+    }
+}
