@@ -62,6 +62,13 @@ fn update(status: &Shared, f: impl FnOnce(&mut WorkerStatus)) {
     f(&mut status.lock().unwrap_or_else(PoisonError::into_inner));
 }
 
+fn snapshot(status: &Shared) -> WorkerStatus {
+    status
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+}
+
 /// A worker's view of its supervisor: the stop signal and where to report how it is doing.
 pub struct WorkerContext {
     stop: watch::Receiver<bool>,
@@ -161,15 +168,7 @@ impl Workers {
 
     /// How every worker is doing now, in start order.
     pub fn statuses(&self) -> Vec<WorkerStatus> {
-        self.workers
-            .iter()
-            .map(|w| {
-                w.status
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clone()
-            })
-            .collect()
+        self.workers.iter().map(|w| snapshot(&w.status)).collect()
     }
 
     /// Asks every worker to stop, waits up to the grace period, aborts the ones still
@@ -183,20 +182,15 @@ impl Workers {
                 .await
                 .is_err()
             {
-                let name = w.status.lock().unwrap_or_else(PoisonError::into_inner).name;
                 tracing::warn!(
-                    worker = name,
+                    worker = snapshot(&w.status).name,
                     grace = ?self.grace,
                     "worker did not stop in time; aborted"
                 );
                 w.task.abort();
                 let _ = w.monitor.await;
             }
-            let s = w
-                .status
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
+            let s = snapshot(&w.status);
             tracing::info!(
                 worker = s.name,
                 state = ?s.state,
