@@ -2,22 +2,39 @@
 //! with a single atomic UPDATE (upstream raced a cached counter; conductor.md §6).
 
 use crate::service::{BINARY, Conductor};
+use crate::worker::{Worker, WorkerContext, WorkerError};
 
-pub(crate) async fn run(c: Conductor) {
-    let inner = &c.inner;
-    let mut tick = tokio::time::interval(inner.settings.report_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let host = Some(inner.settings.host.as_str());
-        match inner
-            .db
-            .magnum_services()
-            .report_state_up(host, BINARY)
-            .await
-        {
-            Ok(_) => tracing::debug!(host = %inner.settings.host, "heartbeat"),
-            Err(e) => tracing::warn!(error = %e, "heartbeat not recorded"),
+pub(crate) struct Heartbeat(pub(crate) Conductor);
+
+impl Worker for Heartbeat {
+    fn name(&self) -> &'static str {
+        "heartbeat"
+    }
+
+    async fn run(self, ctx: WorkerContext) -> Result<(), WorkerError> {
+        let inner = &self.0.inner;
+        let mut tick = tokio::time::interval(inner.settings.report_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            // Stop only between beats, so an UPDATE in flight always completes.
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = ctx.stopped() => return Ok(()),
+            }
+            let host = Some(inner.settings.host.as_str());
+            match inner
+                .db
+                .magnum_services()
+                .report_state_up(host, BINARY)
+                .await
+            {
+                Ok(_) => tracing::debug!(host = %inner.settings.host, "heartbeat"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "heartbeat not recorded");
+                    ctx.error(format!("heartbeat not recorded: {e}"));
+                }
+            }
+            ctx.running();
         }
     }
 }

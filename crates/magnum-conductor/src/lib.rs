@@ -8,6 +8,8 @@ mod heartbeat;
 pub mod notify;
 mod service;
 mod sync;
+pub mod worker;
 pub mod x509;
 
 pub use service::{BINARY, Conductor, ConductorSettings};
+pub use worker::{Worker, WorkerState, WorkerStatus, Workers};

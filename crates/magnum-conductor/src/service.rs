@@ -12,11 +12,11 @@ use magnum_db::repo::cluster::Cluster;
 use magnum_db::repo::cluster_template::ClusterTemplate;
 use magnum_db::repo::nodegroup::NodeGroup;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
 use crate::certs::{ClusterPki, store_from_config};
 use crate::driver::{Driver, DriverRegistry, SimulatedDriver, StatusWaker};
 use crate::notify::{Action, Notifier, Outcome};
+use crate::worker::{Worker, WorkerContext, WorkerError, Workers};
 use crate::x509::X509Options;
 
 pub const BINARY: &str = "magnum-conductor";
@@ -152,14 +152,34 @@ impl Conductor {
     }
 
     /// Starts the heartbeat and the status sync (which first resumes or times out whatever a
-    /// previous run left in progress). Call once.
-    pub fn spawn_workers(&self) -> Vec<JoinHandle<()>> {
-        let mut handles = vec![tokio::spawn(crate::heartbeat::run(self.clone()))];
+    /// previous run left in progress). Call once: a second call starts only a heartbeat.
+    pub fn spawn_workers(&self) -> Workers {
+        let mut workers = Workers::new();
+        workers.start(crate::heartbeat::Heartbeat(self.clone()));
         let rx = self.inner.wake_rx.lock().ok().and_then(|mut g| g.take());
         if let Some(rx) = rx {
-            handles.push(tokio::spawn(crate::sync::run(self.clone(), rx)));
+            workers.start(StatusSync {
+                conductor: self.clone(),
+                wakes: rx,
+            });
         }
-        handles
+        workers
+    }
+}
+
+/// The status sync as a worker: driver wakes plus the periodic sweep (`sync::run`).
+struct StatusSync {
+    conductor: Conductor,
+    wakes: mpsc::UnboundedReceiver<String>,
+}
+
+impl Worker for StatusSync {
+    fn name(&self) -> &'static str {
+        "status-sync"
+    }
+
+    async fn run(self, ctx: WorkerContext) -> std::result::Result<(), WorkerError> {
+        crate::sync::run(self.conductor, self.wakes, ctx).await
     }
 }
 

@@ -17,6 +17,7 @@ use crate::driver::{Driver, StatusReport};
 use crate::handlers::{action_of, fail, finish_delete, resume_create, save_cluster, save_ng};
 use crate::notify::Action;
 use crate::service::{Conductor, Inner};
+use crate::worker::{WorkerContext, WorkerError};
 
 const IN_PROGRESS: [&str; 4] = [
     "CREATE_IN_PROGRESS",
@@ -31,21 +32,32 @@ const POLL_TIMEOUT: Duration = Duration::from_secs(30);
 /// A create younger than this may still have its cast on the way; do not resume it yet.
 const RESUME_GRACE_SECS: i64 = 30;
 
-pub(crate) async fn run(c: Conductor, mut wakes: mpsc::UnboundedReceiver<String>) {
+/// The sync loop, until `ctx` asks it to stop. A stop is seen between passes, so a sweep
+/// in hand finishes; per-cluster tasks still running may finish or be dropped at shutdown,
+/// and each of their writes is a guarded one, never half-done.
+pub(crate) async fn run(
+    c: Conductor,
+    mut wakes: mpsc::UnboundedReceiver<String>,
+    ctx: WorkerContext,
+) -> std::result::Result<(), WorkerError> {
     let permits = Arc::new(Semaphore::new(MAX_CONCURRENT));
     let mut tick = tokio::time::interval(c.inner.settings.sync_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
+            () = ctx.stopped() => return Ok(()),
             _ = tick.tick() => {
                 if c.inner.settings.periodic_enable
                     && let Err(e) = sweep(&c, &permits).await
                 {
                     tracing::warn!(error = %e, "status sweep failed");
+                    ctx.error(format!("status sweep failed: {e}"));
                 }
+                // Through the first sweep: what a previous run left is resumed or timed out.
+                ctx.running();
             }
             woken = wakes.recv() => {
-                let Some(uuid) = woken else { return };
+                let Some(uuid) = woken else { return Ok(()) };
                 let (c, permits) = (c.clone(), permits.clone());
                 tokio::spawn(async move {
                     let Ok(_permit) = permits.acquire_owned().await else { return };

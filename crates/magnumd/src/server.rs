@@ -166,7 +166,7 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
         }),
         Auth::NoAuth => Arc::new(NoValidation),
     };
-    let mut workers = Vec::new();
+    let mut workers = None;
     let mut oslo = None;
     // Only over RabbitMQ: in one process our conductor always finds the rows.
     let mut staged = None;
@@ -191,7 +191,7 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
             drivers = ?conductor.drivers().names(),
             "conductor running in this process"
         );
-        workers = conductor.spawn_workers();
+        workers = Some(conductor.spawn_workers());
         inproc
     } else {
         // The conductors are elsewhere, reached over RabbitMQ in upstream's wire format.
@@ -227,8 +227,9 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
         .with_graceful_shutdown(wait_for_signal())
         .await
         .map_err(|e| Failure::Runtime(format!("server failed: {e}")));
-    for w in workers {
-        w.abort();
+    // Stop the sync and heartbeat before the broker, so nothing they send is cut off.
+    if let Some(workers) = workers {
+        workers.shutdown().await;
     }
     if let Some(handle) = oslo {
         handle.close().await;
@@ -285,9 +286,7 @@ pub async fn run_conductor(cfg: &Config) -> Result<(), Failure> {
     wait_for_signal().await;
     // Finish the requests in hand (they are acknowledged only when handled), then go.
     server.stop().await;
-    for w in workers {
-        w.abort();
-    }
+    workers.shutdown().await;
     handle.close().await;
     Ok(())
 }

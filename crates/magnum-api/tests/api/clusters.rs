@@ -94,7 +94,7 @@ async fn create_stores_the_cluster_and_its_default_nodegroups_then_casts() {
         json!({"cluster_uuid": uuid, "master_count": 3, "node_count": 2, "create_timeout": 30})
     );
     assert_eq!(
-        s.conductor.sent()[0].ctx.project_id.as_deref(),
+        s.conductor.calls()[0].ctx.project_id.as_deref(),
         Some("demo")
     );
 

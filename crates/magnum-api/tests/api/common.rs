@@ -1,21 +1,14 @@
 //! An API server on a free loopback port, backed by a fresh database, with a fake conductor
 //! that records every RPC the API sends.
 
-use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use magnum_api::{ApiSettings, AppState, Auth, ServiceSettings, Services};
 use magnum_api::{ResourceValidator, TemplateFacts};
+use magnum_core::RequestContext;
 use magnum_core::policy::{Enforcer, PolicyOptions};
-use magnum_core::{Error, RequestContext};
 use magnum_db::{Database, DbSettings, DbUrl};
-use magnum_rpc::{
-    ClusterCreate, ClusterRef, ClusterResize, ClusterUpdate, ClusterUpgrade, ConductorApi,
-    GetCaCertificate, NodegroupRef, NodegroupUpdate, SignCertificate,
-};
-use sea_orm::ConnectionTrait;
+use magnum_testkit::db::{self, ServerDb};
 use serde_json::{Map, Value};
 
 pub struct Server {
@@ -27,138 +20,8 @@ pub struct Server {
     _dir: tempfile::TempDir,
 }
 
-/// What `get_ca_certificate` answers.
-pub const CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nFAKE-CA\n-----END CERTIFICATE-----\n";
-/// What `sign_certificate` answers.
-pub const SIGNED_PEM: &str =
-    "-----BEGIN CERTIFICATE-----\nFAKE-SIGNED\n-----END CERTIFICATE-----\n";
-
-/// One RPC as the API sent it.
-#[derive(Clone, Debug)]
-pub struct Sent {
-    pub method: &'static str,
-    pub args: Value,
-    pub ctx: RequestContext,
-}
-
-type Failure = Box<dyn Fn() -> Error + Send + Sync>;
-
-/// A conductor that records calls and casts and answers as told: by default every method
-/// succeeds (CA and signing answer fixed PEMs); `fail` makes one method return an error.
-#[derive(Default)]
-pub struct FakeConductor {
-    sent: Mutex<Vec<Sent>>,
-    failures: Mutex<HashMap<&'static str, Failure>>,
-}
-
-impl FakeConductor {
-    pub fn sent(&self) -> Vec<Sent> {
-        self.sent.lock().unwrap().clone()
-    }
-
-    /// The arguments of every `method` sent so far, oldest first.
-    pub fn args_of(&self, method: &str) -> Vec<Value> {
-        self.sent()
-            .into_iter()
-            .filter(|s| s.method == method)
-            .map(|s| s.args)
-            .collect()
-    }
-
-    /// The arguments of the only `method` sent so far.
-    pub fn only(&self, method: &str) -> Value {
-        let all = self.args_of(method);
-        assert_eq!(all.len(), 1, "{method}: {all:?}");
-        all.into_iter().next().unwrap()
-    }
-
-    pub fn clear(&self) {
-        self.sent.lock().unwrap().clear();
-    }
-
-    /// From now on `method` fails with what `error` builds.
-    pub fn fail(&self, method: &'static str, error: impl Fn() -> Error + Send + Sync + 'static) {
-        self.failures
-            .lock()
-            .unwrap()
-            .insert(method, Box::new(error));
-    }
-
-    pub fn heal(&self, method: &'static str) {
-        self.failures.lock().unwrap().remove(method);
-    }
-
-    fn record(
-        &self,
-        method: &'static str,
-        ctx: &RequestContext,
-        args: &impl serde::Serialize,
-    ) -> magnum_core::Result<()> {
-        self.sent.lock().unwrap().push(Sent {
-            method,
-            args: serde_json::to_value(args).unwrap(),
-            ctx: ctx.clone(),
-        });
-        match self.failures.lock().unwrap().get(method) {
-            Some(f) => Err(f()),
-            None => Ok(()),
-        }
-    }
-}
-
-type RpcFuture<'a, T> = Pin<Box<dyn Future<Output = magnum_core::Result<T>> + Send + 'a>>;
-
-/// `ConductorApi` is an `async_trait`; these are its methods written out by hand.
-macro_rules! fake_methods {
-    ($($name:ident($msg:ty) -> $ret:ty = $answer:expr;)*) => {
-        impl ConductorApi for FakeConductor {
-            $(
-                fn $name<'life0, 'life1, 'async_trait>(
-                    &'life0 self,
-                    ctx: &'life1 RequestContext,
-                    req: $msg,
-                ) -> RpcFuture<'async_trait, $ret>
-                where
-                    'life0: 'async_trait,
-                    'life1: 'async_trait,
-                    Self: 'async_trait,
-                {
-                    Box::pin(async move {
-                        self.record(stringify!($name), ctx, &req)?;
-                        Ok($answer)
-                    })
-                }
-            )*
-
-            fn ping_conductor<'life0, 'life1, 'async_trait>(
-                &'life0 self,
-                _ctx: &'life1 RequestContext,
-            ) -> RpcFuture<'async_trait, bool>
-            where
-                'life0: 'async_trait,
-                'life1: 'async_trait,
-                Self: 'async_trait,
-            {
-                Box::pin(async { Ok(true) })
-            }
-        }
-    };
-}
-
-fake_methods! {
-    cluster_create(ClusterCreate) -> () = ();
-    cluster_update(ClusterUpdate) -> () = ();
-    cluster_delete(ClusterRef) -> () = ();
-    cluster_resize(ClusterResize) -> () = ();
-    cluster_upgrade(ClusterUpgrade) -> () = ();
-    nodegroup_create(NodegroupRef) -> () = ();
-    nodegroup_update(NodegroupUpdate) -> () = ();
-    nodegroup_delete(NodegroupRef) -> () = ();
-    credential_rotate(ClusterRef) -> () = ();
-    sign_certificate(SignCertificate) -> String = SIGNED_PEM.to_owned();
-    get_ca_certificate(GetCaCertificate) -> String = CA_PEM.to_owned();
-    rotate_ca_certificate(ClusterRef) -> () = ();
-}
+/// Every RPC the API sends is recorded by the testkit's fake conductor.
+pub use magnum_testkit::fake_conductor::{CA_PEM, FakeConductor, SIGNED_PEM};
 
 /// A stand-in for Glance in tests: knows a few images; anything else is not found.
 pub struct FakeImages;
@@ -194,24 +57,17 @@ impl ResourceValidator for FakeImages {
     }
 }
 
+/// SQLite at head in `dir`, or a new database at head on MariaDB when
+/// MAGNUM_TEST_MYSQL_URL is set (as CI does).
 async fn database(dir: &tempfile::TempDir) -> Database {
-    let url = match std::env::var("MAGNUM_TEST_MYSQL_URL") {
-        Ok(base) if !base.is_empty() => {
-            let base = base.trim_end_matches('/');
-            let admin = Database::connect(DbSettings::new(
-                DbUrl::parse(&format!("{base}/mysql")).unwrap(),
-            ))
+    let url = if std::env::var("MAGNUM_TEST_MYSQL_URL").is_ok_and(|v| !v.is_empty()) {
+        let server_db = ServerDb::create(db::Server::MariaDb, "magnum_api")
             .await
             .unwrap();
-            let name = format!("magnum_api_{}", uuid::Uuid::new_v4().simple());
-            admin
-                .conn()
-                .execute_unprepared(&format!("CREATE DATABASE {name} CHARACTER SET utf8mb4"))
-                .await
-                .unwrap();
-            format!("{base}/{name}")
-        }
-        _ => format!("sqlite:///{}/magnum.sqlite", dir.path().display()),
+        // The running server holds no guard to drop it by (it is left as before).
+        server_db.keep()
+    } else {
+        format!("sqlite:///{}/magnum.sqlite", dir.path().display())
     };
     let db = Database::connect(DbSettings::new(DbUrl::parse(&url).unwrap()))
         .await

@@ -110,14 +110,11 @@ pub fn store_from_config(cfg: &Config, db: &Database) -> Result<Arc<dyn CertStor
 }
 
 #[cfg(test)]
-pub(crate) mod test_support;
-
-#[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
-    use crate::certs::test_support::sqlite_db;
+    use magnum_testkit::db::sqlite_at_head as sqlite_db;
 
     #[test]
     fn debug_redacts_key_and_passphrase() {

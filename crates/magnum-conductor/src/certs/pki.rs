@@ -345,8 +345,8 @@ mod tests {
     use x509_parser::prelude::{FromDer, X509Certificate};
 
     use super::*;
-    use crate::certs::test_support::sqlite_db;
     use crate::certs::{LocalStore, X509KeyPairStore};
+    use magnum_testkit::db::sqlite_at_head as sqlite_db;
 
     fn der(pem: &str) -> Vec<u8> {
         x509_parser::pem::parse_x509_pem(pem.as_bytes())

@@ -68,7 +68,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
-    use crate::certs::test_support::sqlite_db;
+    use magnum_testkit::db::sqlite_at_head as sqlite_db;
 
     fn sample() -> StoredCert {
         StoredCert {

@@ -15,10 +15,10 @@ use magnum_conductor::{Conductor, ConductorSettings};
 use magnum_core::config::SimulatedDriverSection;
 use magnum_core::model;
 use magnum_core::{Error, RequestContext};
+use magnum_db::Database;
 use magnum_db::repo::cluster::Cluster;
 use magnum_db::repo::cluster_template::ClusterTemplate;
 use magnum_db::repo::nodegroup::NodeGroup;
-use magnum_db::{Database, DbSettings, DbUrl};
 use magnum_rpc::*;
 use sea_orm::ConnectionTrait;
 
@@ -48,17 +48,8 @@ async fn env_with_drivers(
 ) -> Env {
     let (db, dir) = match db {
         Some(d) => d,
-        None => {
-            let dir = tempfile::tempdir().unwrap();
-            let url = format!("sqlite:///{}/magnum.sqlite", dir.path().display());
-            let mut settings = DbSettings::new(DbUrl::parse(&url).unwrap());
-            // Quick retries when concurrent writers meet SQLite's single write lock.
-            settings.db_retry_interval = Duration::from_millis(20);
-            settings.db_max_retry_interval = Duration::from_millis(200);
-            let db = Database::connect(settings).await.unwrap();
-            magnum_db::schema::upgrade(&db).await.unwrap();
-            (db, dir)
-        }
+        // Quick retries when concurrent writers meet SQLite's single write lock.
+        None => magnum_testkit::db::sqlite_at_head_with(magnum_testkit::db::quick_retries).await,
     };
     let sim = Arc::new(SimulatedDriver::new(&SimulatedDriverSection {
         create_delay: 0.3,
@@ -1004,4 +995,34 @@ async fn sweep_follows_upstreams_periodic_expectations() {
     e.conductor.spawn_workers();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(e.events().is_empty(), "{:?}", e.events());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_run_then_stop_cleanly() {
+    use magnum_conductor::WorkerState;
+    let e = env_with(false, None).await;
+    let workers = e.conductor.spawn_workers();
+    let names: Vec<_> = workers.statuses().iter().map(|s| s.name).collect();
+    assert_eq!(names, ["heartbeat", "status-sync"]);
+    // Both through their first pass: a heartbeat written, a sweep done.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !workers
+        .statuses()
+        .iter()
+        .all(|s| s.state == WorkerState::Running)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:?}",
+            workers.statuses()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let started = std::time::Instant::now();
+    let finals = workers.shutdown().await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    for s in finals {
+        assert_eq!(s.state, WorkerState::Stopped, "{s:?}");
+        assert_eq!(s.last_error, None, "{s:?}");
+    }
 }

@@ -3,33 +3,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties};
-use magnum_core::{Error, RequestContext, Result};
+use magnum_core::{Error, RequestContext};
 use magnum_rpc::oslo::{OsloHandle, OsloSettings, envelope};
-use magnum_rpc::*;
+pub use magnum_testkit::fake_conductor::{Call as Seen, FakeConductor};
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, watch};
-
-fn require_all() -> bool {
-    std::env::var("MAGNUM_TEST_REQUIRE_ALL").is_ok_and(|v| v == "1")
-}
+use tokio::sync::mpsc;
 
 /// The broker URL (oslo form), or `None` to skip.
 pub fn rabbit_url() -> Option<String> {
-    match std::env::var("MAGNUM_TEST_RABBIT_URL") {
-        Ok(v) if !v.is_empty() => Some(v),
-        _ => {
-            assert!(
-                !require_all(),
-                "MAGNUM_TEST_RABBIT_URL is not set but MAGNUM_TEST_REQUIRE_ALL=1"
-            );
-            eprintln!("skipped: MAGNUM_TEST_RABBIT_URL is not set");
-            None
-        }
-    }
+    magnum_testkit::env_or_skip("MAGNUM_TEST_RABBIT_URL")
 }
 
 /// `rabbit://…` as lapin's `amqp://…` (default vhost).
@@ -102,116 +87,36 @@ pub fn ctx() -> RequestContext {
     }
 }
 
-/// One method a [`Recorder`] saw.
-#[derive(Debug, Clone)]
-pub struct Seen {
-    pub method: String,
-    pub ctx: RequestContext,
-    pub args: Value,
-}
-
 /// A conductor that records what it is asked and answers predictably:
 /// `sign_certificate` → `signed:<csr>`, `get_ca_certificate` → ClusterNotFound,
 /// `cluster_upgrade` → NotSupported with a `%`, `credential_rotate` → sleeps 3 s,
-/// `cluster_resize` → blocks until [`Recorder::release`], `rotate_ca_certificate` of
+/// `cluster_resize` → blocks until [`FakeConductor::release`], `rotate_ca_certificate` of
 /// cluster `panic` → panics.
-pub struct Recorder {
-    tx: mpsc::UnboundedSender<Seen>,
-    release: watch::Sender<bool>,
-}
-
-impl Recorder {
-    pub fn new() -> (Arc<Self>, mpsc::UnboundedReceiver<Seen>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        (
-            Arc::new(Self {
-                tx,
-                release: watch::channel(false).0,
-            }),
-            rx,
-        )
-    }
-
-    /// Lets every blocked (and future) `cluster_resize` finish.
-    pub fn release(&self) {
-        self.release.send_replace(true);
-    }
-
-    fn saw(&self, method: &str, ctx: &RequestContext, args: impl serde::Serialize) {
-        let _ = self.tx.send(Seen {
-            method: method.into(),
-            ctx: ctx.clone(),
-            args: serde_json::to_value(args).unwrap(),
-        });
-    }
-}
-
-#[async_trait]
-impl ConductorApi for Recorder {
-    async fn cluster_create(&self, ctx: &RequestContext, req: ClusterCreate) -> Result<()> {
-        self.saw("cluster_create", ctx, req);
-        Ok(())
-    }
-    async fn cluster_update(&self, ctx: &RequestContext, req: ClusterUpdate) -> Result<()> {
-        self.saw("cluster_update", ctx, req);
-        Ok(())
-    }
-    async fn cluster_delete(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
-        self.saw("cluster_delete", ctx, req);
-        Ok(())
-    }
-    async fn cluster_resize(&self, ctx: &RequestContext, req: ClusterResize) -> Result<()> {
-        self.saw("cluster_resize", ctx, req);
-        let _ = self.release.subscribe().wait_for(|r| *r).await;
-        Ok(())
-    }
-    async fn cluster_upgrade(&self, ctx: &RequestContext, req: ClusterUpgrade) -> Result<()> {
-        self.saw("cluster_upgrade", ctx, req);
+pub fn recorder() -> (Arc<FakeConductor>, mpsc::UnboundedReceiver<Seen>) {
+    let (rec, rx) = FakeConductor::with_receiver();
+    rec.answer("sign_certificate", |c| {
+        Ok(json!(format!("signed:{}", c.args["csr"].as_str().unwrap())))
+    });
+    rec.answer("get_ca_certificate", |c| {
+        Err(Error::ClusterNotFound {
+            cluster: c.args["cluster_uuid"].as_str().unwrap().to_owned(),
+        })
+    });
+    rec.answer("cluster_upgrade", |_| {
         Err(Error::NotSupported {
             operation: "Upgrading more than 50% of the nodes at once".into(),
         })
-    }
-    async fn nodegroup_create(&self, ctx: &RequestContext, req: NodegroupRef) -> Result<()> {
-        self.saw("nodegroup_create", ctx, req);
-        Ok(())
-    }
-    async fn nodegroup_update(&self, ctx: &RequestContext, req: NodegroupUpdate) -> Result<()> {
-        self.saw("nodegroup_update", ctx, req);
-        Ok(())
-    }
-    async fn nodegroup_delete(&self, ctx: &RequestContext, req: NodegroupRef) -> Result<()> {
-        self.saw("nodegroup_delete", ctx, req);
-        Ok(())
-    }
-    async fn credential_rotate(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
-        self.saw("credential_rotate", ctx, req);
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        Ok(())
-    }
-    async fn sign_certificate(&self, ctx: &RequestContext, req: SignCertificate) -> Result<String> {
-        self.saw("sign_certificate", ctx, &req);
-        Ok(format!("signed:{}", req.csr))
-    }
-    async fn get_ca_certificate(
-        &self,
-        ctx: &RequestContext,
-        req: GetCaCertificate,
-    ) -> Result<String> {
-        self.saw("get_ca_certificate", ctx, &req);
-        Err(Error::ClusterNotFound {
-            cluster: req.cluster_uuid,
-        })
-    }
-    async fn rotate_ca_certificate(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
-        let boom = req.cluster_uuid == "panic";
-        self.saw("rotate_ca_certificate", ctx, req);
-        assert!(!boom, "handler panics on request");
-        Ok(())
-    }
-    async fn ping_conductor(&self, ctx: &RequestContext) -> Result<bool> {
-        self.saw("ping_conductor", ctx, json!({}));
-        Ok(true)
-    }
+    });
+    rec.delay("credential_rotate", Duration::from_secs(3));
+    rec.hold("cluster_resize");
+    rec.answer("rotate_ca_certificate", |c| {
+        assert!(
+            c.args["cluster_uuid"] != "panic",
+            "handler panics on request"
+        );
+        Ok(Value::Null)
+    });
+    (rec, rx)
 }
 
 /// The next recorded method, or a failure after `secs`.

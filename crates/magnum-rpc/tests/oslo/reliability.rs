@@ -74,7 +74,7 @@ async fn unfinished_request_is_redelivered_to_another_conductor() {
     let Some(url) = rabbit_url() else { return };
     let names = Names::new("redeliver");
     let a = connect(&url, &names).await;
-    let (rec_a, mut seen_a) = Recorder::new();
+    let (rec_a, mut seen_a) = recorder();
     let _server_a = a.start_server(rec_a.clone(), Arc::new(PassThrough), None);
     tokio::time::sleep(Duration::from_millis(500)).await;
 
@@ -91,7 +91,7 @@ async fn unfinished_request_is_redelivered_to_another_conductor() {
     assert_eq!(next_seen(&mut seen_a, 5).await.method, "cluster_resize");
 
     let b = connect(&url, &names).await;
-    let (rec_b, mut seen_b) = Recorder::new();
+    let (rec_b, mut seen_b) = recorder();
     let server_b = b.start_server(rec_b.clone(), Arc::new(PassThrough), None);
     tokio::time::sleep(Duration::from_millis(500)).await;
     nothing_more(&mut seen_b, 100).await;
@@ -120,7 +120,7 @@ async fn recovers_after_the_broker_drops_the_connection() {
     }
     let names = Names::new("recover");
     let h = connect(&url, &names).await;
-    let (rec, mut seen) = Recorder::new();
+    let (rec, mut seen) = recorder();
     let server = h.start_server(rec, Arc::new(PassThrough), None);
     let t = h.transport(Arc::new(PassThrough));
     let api = RpcClient::new(Arc::new(t.clone()), Duration::from_secs(5));
@@ -192,7 +192,7 @@ async fn recovers_after_a_broker_restart() {
     let Some(url) = rabbit_url() else { return };
     let names = Names::new("restart");
     let h = connect(&url, &names).await;
-    let (rec, mut seen) = Recorder::new();
+    let (rec, mut seen) = recorder();
     let server = h.start_server(rec, Arc::new(PassThrough), None);
     let t = h.transport(Arc::new(PassThrough));
     let api = RpcClient::new(Arc::new(t.clone()), Duration::from_secs(5));
@@ -254,7 +254,7 @@ async fn fails_over_to_the_next_host() {
         "{:?}",
         started.elapsed()
     );
-    let (rec, mut seen) = Recorder::new();
+    let (rec, mut seen) = recorder();
     let server = h.start_server(rec, Arc::new(PassThrough), None);
     let api = RpcClient::new(
         Arc::new(h.transport(Arc::new(PassThrough))),

@@ -23,7 +23,7 @@ async fn cast_call_and_failures_round_trip() {
     let Some(url) = rabbit_url() else { return };
     let names = Names::new("roundtrip");
     let h = connect(&url, &names).await;
-    let (rec, mut seen) = Recorder::new();
+    let (rec, mut seen) = recorder();
     let server = h.start_server(rec.clone(), Arc::new(PassThrough), None);
     let (api, transport) = client(&h, Duration::from_secs(10));
     // Let the server declare its queues before the first cast (a cast to a topic nobody
@@ -152,7 +152,7 @@ async fn call_times_out() {
     let Some(url) = rabbit_url() else { return };
     let names = Names::new("timeout");
     let h = connect(&url, &names).await;
-    let (rec, mut seen) = Recorder::new();
+    let (rec, mut seen) = recorder();
     let server = h.start_server(rec, Arc::new(PassThrough), None);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (api, _) = client(&h, Duration::from_secs(1));
@@ -200,7 +200,7 @@ async fn duplicates_dropped_and_foreign_messages_rejected() {
     let Some(url) = rabbit_url() else { return };
     let names = Names::new("dups");
     let h = connect(&url, &names).await;
-    let (rec, mut seen) = Recorder::new();
+    let (rec, mut seen) = recorder();
     let server = h.start_server(rec, Arc::new(PassThrough), None);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let raw = Raw::open(&url).await;
@@ -320,7 +320,7 @@ async fn concurrency_is_bounded_by_the_pool() {
     let Some(url) = rabbit_url() else { return };
     let names = Names::new("pool");
     let h = connect_with_pool(&url, &names, 2).await;
-    let (rec, mut seen) = Recorder::new();
+    let (rec, mut seen) = recorder();
     let server = h.start_server(rec.clone(), Arc::new(PassThrough), None);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let t = h.transport(Arc::new(PassThrough));
@@ -367,7 +367,7 @@ async fn durable_declare_falls_back_to_an_existing_non_durable_exchange() {
     let durable_url = format!("{url}?amqp_durable_queues=true");
     let h = connect(&durable_url, &names).await;
     assert!(h.settings().rabbit.durable());
-    let (rec, mut seen) = Recorder::new();
+    let (rec, mut seen) = recorder();
     let server = h.start_server(rec, Arc::new(PassThrough), None);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (api, _) = client(&h, Duration::from_secs(5));

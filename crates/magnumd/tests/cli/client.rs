@@ -4,38 +4,30 @@
 //! Runs when MAGNUM_TEST_KEYSTONE=1 (scripts/test sets it); needs MAGNUM_TEST_MYSQL_URL.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use magnum_testkit::ChildGuard;
+use magnum_testkit::db::{Server, ServerDb};
 use serde_json::Value;
 
 pub(crate) fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub(crate) use magnum_testkit::{free_port, wait_for_port};
 
 /// Stops what it holds when the test ends, however it ends.
 pub(crate) struct Running {
-    pub(crate) api: Option<Child>,
+    pub(crate) api: Option<ChildGuard>,
     pub(crate) keystone_dir: PathBuf,
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if let Some(mut api) = self.api.take() {
-            let _ = api.kill();
-            let _ = api.wait();
-        }
+        // magnumd first, while Keystone still answers.
+        drop(self.api.take());
         let _ = Command::new("bash")
             .arg(repo_root().join("test-support/keystone/stop.sh"))
             .arg(&self.keystone_dir)
@@ -57,20 +49,6 @@ pub(crate) fn read_env(path: &Path) -> HashMap<String, String> {
             )
         })
         .collect()
-}
-
-pub(crate) fn wait_for_port(port: u16, child: &mut Child) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("magnumd exited early: {status}");
-        }
-        assert!(
-            Instant::now() < deadline,
-            "magnumd did not listen on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// A real Keystone for this test (stopped when the guard drops) whose catalog points
@@ -107,12 +85,13 @@ pub(crate) fn authtoken_section(env: &HashMap<String, String>) -> String {
 
 /// A raw HTTP request, for what the python client cannot send (a bogus token).
 fn raw_get(port: u16, path: &str, token: &str) -> String {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Auth-Token: {token}\r\nConnection: close\r\n\r\n").unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
+    magnum_testkit::raw_http(
+        port,
+        &format!(
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Auth-Token: {token}\r\nConnection: close\r\n\r\n"
+        ),
+        Duration::from_secs(30),
+    )
 }
 
 /// The `openstack` CLI: with a clouds.yaml (a cloud per persona), or with global options
@@ -201,12 +180,8 @@ fn rows(table: &str) -> usize {
 
 #[test]
 fn openstack_coe_commands_as_each_persona() {
-    if std::env::var("MAGNUM_TEST_KEYSTONE").as_deref() != Ok("1") {
-        assert!(
-            std::env::var("MAGNUM_TEST_REQUIRE_ALL").as_deref() != Ok("1"),
-            "MAGNUM_TEST_KEYSTONE unset"
-        );
-        eprintln!("skipping: MAGNUM_TEST_KEYSTONE != 1");
+    if !magnum_testkit::flag("MAGNUM_TEST_KEYSTONE") {
+        magnum_testkit::skip("MAGNUM_TEST_KEYSTONE is not 1");
         return;
     }
     let mysql = std::env::var("MAGNUM_TEST_MYSQL_URL").expect("MAGNUM_TEST_MYSQL_URL");
@@ -216,8 +191,8 @@ fn openstack_coe_commands_as_each_persona() {
     let (mut running, env) = crate::client::start_keystone(work.path(), api_port);
 
     // magnum.conf as an operator writes it: MariaDB, Keystone service credentials.
-    let (db_url, db_name) =
-        crate::fresh_database("MAGNUM_TEST_MYSQL_URL", "mysql+pymysql").unwrap();
+    let db = ServerDb::create_blocking(Server::MariaDb, "magnum_cli").unwrap();
+    let db_url = db.url_with_scheme("mysql+pymysql");
     let _ = mysql;
     let conf = work.path().join("magnum.conf");
     std::fs::write(
@@ -237,12 +212,14 @@ fn openstack_coe_commands_as_each_persona() {
             .success()
     );
     let log = std::fs::File::create(work.path().join("api.log")).unwrap();
-    let mut api = Command::new(env!("CARGO_BIN_EXE_magnumd"))
-        .args(["--config-file", &conf, "serve"])
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
+    let mut api = ChildGuard::new(
+        Command::new(env!("CARGO_BIN_EXE_magnumd"))
+            .args(["--config-file", &conf, "serve"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
     wait_for_port(api_port, &mut api);
     running.api = Some(api);
 
@@ -566,9 +543,5 @@ fn openstack_coe_commands_as_each_persona() {
     assert!(started.elapsed() < Duration::from_secs(15));
 
     drop(running);
-    crate::server_exec(
-        "MAGNUM_TEST_MYSQL_URL",
-        "mysql",
-        &format!("DROP DATABASE {db_name}"),
-    );
+    drop(db);
 }

@@ -6,12 +6,14 @@
 mod client;
 mod crash;
 mod lifecycle;
-mod procs;
 mod rabbit;
 mod upstream;
 
 use std::path::Path;
 use std::process::{Command, Output};
+
+use magnum_testkit::ChildGuard;
+use magnum_testkit::db::{Server, ServerDb};
 
 /// Held by tests that use the machine's RabbitMQ: one of them stops the broker on purpose,
 /// which must not happen under another's feet.
@@ -79,8 +81,6 @@ fn upgrade_then_version(connection: &str) {
     assert_eq!(text(&v.stdout), "b3e1cf4a2d5e\n");
 }
 
-/// Run one SQL statement on the server named by `var` (a URL without database), through
-/// magnum-db itself, so the tests need no client programs.
 /// One HTTP/1.1 request at microversion 1.14, with a Keystone token or (None) as noauth's
 /// default caller; (status, JSON body or null).
 pub(crate) fn http(
@@ -90,80 +90,26 @@ pub(crate) fn http(
     path: &str,
     body: Option<&serde_json::Value>,
 ) -> (u16, serde_json::Value) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(90)))
-        .unwrap();
     let body = body.map(serde_json::Value::to_string).unwrap_or_default();
     let auth = token
         .map(|t| format!("X-Auth-Token: {t}\r\n"))
         .unwrap_or_default();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n{auth}\
-         OpenStack-API-Version: container-infra 1.14\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
+    let out = magnum_testkit::raw_http(
+        port,
+        &format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n{auth}\
+             OpenStack-API-Version: container-infra 1.14\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+        std::time::Duration::from_secs(90),
+    );
     let status = out[9..12].parse().unwrap();
     let json = out
         .split_once("\r\n\r\n")
         .and_then(|(_, b)| serde_json::from_str(b).ok())
         .unwrap_or(serde_json::Value::Null);
     (status, json)
-}
-
-pub(crate) fn server_exec(var: &str, admin_db: &str, sql: &str) {
-    use sea_orm::ConnectionTrait;
-    let base = std::env::var(var).unwrap();
-    let url = format!("{}/{admin_db}", base.trim_end_matches('/'));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let db = magnum_db::Database::connect(magnum_db::DbSettings::new(
-            magnum_db::DbUrl::parse(&url).unwrap(),
-        ))
-        .await
-        .unwrap();
-        db.conn().execute_unprepared(sql).await.unwrap();
-    });
-}
-
-/// A fresh database on the server named by `var`, as an SQLAlchemy URL with `scheme`.
-pub(crate) fn fresh_database(var: &str, scheme: &str) -> Option<(String, String)> {
-    let base = std::env::var(var).ok().filter(|v| !v.is_empty());
-    let Some(base) = base else {
-        assert!(
-            std::env::var("MAGNUM_TEST_REQUIRE_ALL").as_deref() != Ok("1"),
-            "{var} unset"
-        );
-        return None;
-    };
-    let name = format!("magnum_cli_{}", uuid_like());
-    let (admin_db, create) = if scheme.starts_with("mysql") {
-        (
-            "mysql",
-            format!("CREATE DATABASE {name} CHARACTER SET utf8mb4"),
-        )
-    } else {
-        ("postgres", format!("CREATE DATABASE {name}"))
-    };
-    server_exec(var, admin_db, &create);
-    let rest = base.split_once("://").unwrap().1.trim_end_matches('/');
-    Some((format!("{scheme}://{rest}/{name}"), name))
-}
-
-fn uuid_like() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{:x}{}", nanos, std::process::id())
 }
 
 #[test]
@@ -174,29 +120,18 @@ fn db_upgrade_and_version_on_sqlite() {
 
 #[test]
 fn db_upgrade_and_version_on_mariadb() {
-    let Some((url, name)) = fresh_database("MAGNUM_TEST_MYSQL_URL", "mysql+pymysql") else {
+    let Some(db) = ServerDb::create_blocking(Server::MariaDb, "magnum_cli") else {
         return;
     };
-    upgrade_then_version(&url);
-    server_exec(
-        "MAGNUM_TEST_MYSQL_URL",
-        "mysql",
-        &format!("DROP DATABASE {name}"),
-    );
+    upgrade_then_version(&db.url_with_scheme("mysql+pymysql"));
 }
 
 #[test]
 fn db_upgrade_and_version_on_postgresql() {
-    let Some((url, name)) = fresh_database("MAGNUM_TEST_POSTGRES_URL", "postgresql+psycopg2")
-    else {
+    let Some(db) = ServerDb::create_blocking(Server::Postgres, "magnum_cli") else {
         return;
     };
-    upgrade_then_version(&url);
-    server_exec(
-        "MAGNUM_TEST_POSTGRES_URL",
-        "postgres",
-        &format!("DROP DATABASE {name} WITH (FORCE)"),
-    );
+    upgrade_then_version(&db.url_with_scheme("postgresql+psycopg2"));
 }
 
 #[test]
@@ -309,31 +244,24 @@ fn config_sample_lists_sections_and_reads_back_without_warnings() {
 /// its SQLite schema created, and stops cleanly on SIGTERM.
 #[test]
 fn serve_with_no_config_is_the_embedded_default() {
-    use std::io::{Read, Write};
+    use std::io::Read;
     let home = tempfile::tempdir().unwrap();
     let data = home.path().join("data");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_magnumd"))
-        .args(["serve", "--data-dir", &data.display().to_string()])
-        .env("HOME", home.path())
-        .current_dir(home.path())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let mut stream = loop {
-        if let Ok(s) = std::net::TcpStream::connect("127.0.0.1:9511") {
-            break s;
-        }
-        assert!(std::time::Instant::now() < deadline, "serve did not listen");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
-    write!(
-        stream,
-        "GET /v1/clustertemplates HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply).unwrap();
+    let mut child = ChildGuard::new(
+        Command::new(env!("CARGO_BIN_EXE_magnumd"))
+            .args(["serve", "--data-dir", &data.display().to_string()])
+            .env("HOME", home.path())
+            .current_dir(home.path())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    magnum_testkit::wait_for_port(9511, &mut child);
+    let reply = magnum_testkit::raw_http(
+        9511,
+        "GET /v1/clustertemplates HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        std::time::Duration::from_secs(30),
+    );
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
     assert!(reply.contains("\"clustertemplates\":[]"), "{reply}");
     assert!(data.join("magnum.sqlite").exists());

@@ -4,14 +4,15 @@
 //! Runs when MAGNUM_TEST_KEYSTONE=1 and MAGNUM_TEST_RABBIT_URL is set (scripts/test sets both).
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::client::{Cli, free_port, wait_for_port};
 use crate::http;
-use crate::procs::{Db, Procs};
+use magnum_testkit::db::{Server, ServerDb};
+use magnum_testkit::{ChildGuard, Children};
 
 fn magnumd(conf: &[&Path], sub: &str) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_magnumd"));
@@ -37,23 +38,18 @@ fn api_and_two_conductors_over_rabbitmq() {
     let rabbit = std::env::var("MAGNUM_TEST_RABBIT_URL")
         .ok()
         .filter(|v| !v.is_empty());
-    let (Some(rabbit), Ok("1")) = (rabbit, std::env::var("MAGNUM_TEST_KEYSTONE").as_deref()) else {
-        assert!(
-            std::env::var("MAGNUM_TEST_REQUIRE_ALL").as_deref() != Ok("1"),
-            "MAGNUM_TEST_RABBIT_URL or MAGNUM_TEST_KEYSTONE unset"
-        );
-        eprintln!("skipping: needs MAGNUM_TEST_RABBIT_URL and MAGNUM_TEST_KEYSTONE=1");
+    let (Some(rabbit), true) = (rabbit, magnum_testkit::flag("MAGNUM_TEST_KEYSTONE")) else {
+        magnum_testkit::skip("needs MAGNUM_TEST_RABBIT_URL and MAGNUM_TEST_KEYSTONE=1");
         return;
     };
     let _broker = crate::broker_lock();
     let work = tempfile::tempdir().unwrap();
     let api_port = free_port();
     let (_keystone, env) = crate::client::start_keystone(work.path(), api_port);
-    let (db_url, db_name) =
-        crate::fresh_database("MAGNUM_TEST_MYSQL_URL", "mysql+pymysql").unwrap();
-    let _db = Db(db_name);
+    let db = ServerDb::create_blocking(Server::MariaDb, "magnum_cli").unwrap();
+    let db_url = db.url_with_scheme("mysql+pymysql");
     // A private exchange and topic, so nothing else on the broker interferes.
-    let tag = crate::procs::tag();
+    let tag = magnum_testkit::tag();
     let conf = work.path().join("magnum.conf");
     std::fs::write(
         &conf,
@@ -81,7 +77,7 @@ fn api_and_two_conductors_over_rabbitmq() {
             .success()
     );
     let w = work.path();
-    let mut procs = Procs::default();
+    let mut procs = Children::default();
     procs.spawn(magnumd(&[&conf], "api"), &w.join("api.log"));
     let conductor_a = procs.spawn(
         magnumd(&[&conf, &host_a], "conductor"),
@@ -273,7 +269,7 @@ fn api_and_two_conductors_over_rabbitmq() {
 /// `test-support/oslo/peer.py listen`: a Python oslo.messaging notification listener whose
 /// events are collected until [`Listener::stop`].
 struct Listener {
-    child: Child,
+    child: ChildGuard,
     lines: std::sync::mpsc::Receiver<String>,
 }
 
@@ -290,15 +286,17 @@ impl Listener {
             String::from_utf8_lossy(&out.stderr)
         );
         let python = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-        let mut child = Command::new(python)
-            .arg(support.join("peer.py"))
-            .args(["listen", url, exchange, topic])
-            .env("PYTHONPATH", support.join("stub"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = ChildGuard::new(
+            Command::new(python)
+                .arg(support.join("peer.py"))
+                .args(["listen", url, exchange, topic])
+                .env("PYTHONPATH", support.join("stub"))
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
         let stdout = child.stdout.take().unwrap();
         let (tx, lines) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -328,12 +326,5 @@ impl Listener {
             .filter_map(|l| serde_json::from_str(&l).ok())
             .filter(Value::is_object)
             .collect()
-    }
-}
-
-impl Drop for Listener {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }

@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::client::{Cli, free_port, repo_root, wait_for_port};
-use crate::procs::{Db, Procs};
+use magnum_testkit::Children;
+use magnum_testkit::db::{Server, ServerDb};
 
 fn magnumd(conf: &Path, sub: &str) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_magnumd"));
@@ -34,18 +35,14 @@ fn gate() -> Option<(String, PathBuf)> {
     let rabbit = std::env::var("MAGNUM_TEST_RABBIT_URL")
         .ok()
         .filter(|v| !v.is_empty());
-    let on = |v: &str| std::env::var(v).as_deref() == Ok("1");
+    let on = magnum_testkit::flag;
     let (Some(rabbit), true, true) = (
         rabbit,
         on("MAGNUM_TEST_KEYSTONE"),
         on("MAGNUM_TEST_UPSTREAM"),
     ) else {
-        assert!(
-            !on("MAGNUM_TEST_REQUIRE_ALL"),
-            "MAGNUM_TEST_RABBIT_URL, MAGNUM_TEST_KEYSTONE or MAGNUM_TEST_UPSTREAM unset"
-        );
-        eprintln!(
-            "skipping: needs MAGNUM_TEST_RABBIT_URL, MAGNUM_TEST_KEYSTONE=1, MAGNUM_TEST_UPSTREAM=1"
+        magnum_testkit::skip(
+            "needs MAGNUM_TEST_RABBIT_URL, MAGNUM_TEST_KEYSTONE=1, MAGNUM_TEST_UPSTREAM=1",
         );
         return None;
     };
@@ -71,10 +68,9 @@ fn upstream_client_and_upstream_conductor_interoperate() {
     let w = work.path();
     let api_port = free_port();
     let (_keystone, env) = crate::client::start_keystone(w, api_port);
-    let (db_url, db_name) =
-        crate::fresh_database("MAGNUM_TEST_MYSQL_URL", "mysql+pymysql").unwrap();
-    let _db = Db(db_name);
-    let tag = crate::procs::tag();
+    let db = ServerDb::create_blocking(Server::MariaDb, "magnum_cli").unwrap();
+    let db_url = db.url_with_scheme("mysql+pymysql");
+    let tag = magnum_testkit::tag();
     // One file for both sides; everything but the topic, the API port and
     // create_cluster_in_conductor is shared by (a) and (b).
     let conf = |name: &str, topic: &str, port: u16, in_conductor: bool| {
@@ -116,7 +112,7 @@ fn upstream_client_and_upstream_conductor_interoperate() {
     ]);
     assert!(up.status.success(), "{}", crate::text(&up.stderr));
 
-    let mut procs = Procs::default();
+    let mut procs = Children::default();
     let api = procs.spawn(magnumd(&conf_a, "api"), &w.join("api.log"));
     let conductor = procs.spawn(magnumd(&conf_a, "conductor"), &w.join("conductor.log"));
     wait_for_port(api_port, &mut procs.0[api]);

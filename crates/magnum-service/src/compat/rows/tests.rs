@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
+use magnum_db::Database;
 use magnum_db::repo::cluster::Cluster;
 use magnum_db::repo::cluster_template::ClusterTemplate;
 use magnum_db::repo::nodegroup::NodeGroup;
-use magnum_db::{Database, DbSettings, DbUrl};
 use serde_json::json;
 
 use super::{self as rows, changed_row, new_row, raw_fields};
@@ -20,13 +20,7 @@ use magnum_rpc::oslo::objects::*;
 
 /// A fresh SQLite database at head; keep the directory alive as long as the database.
 pub(crate) async fn temp_db() -> (Database, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite:///{}/m.sqlite", dir.path().display());
-    let db = Database::connect(DbSettings::new(DbUrl::parse(&url).unwrap()))
-        .await
-        .unwrap();
-    magnum_db::schema::upgrade(&db).await.unwrap();
-    (db, dir)
+    magnum_testkit::db::sqlite_at_head().await
 }
 
 pub(crate) const CLUSTER_UUID: &str = "7c9e6679-7425-40de-944b-e07fc1f90ae7";
@@ -142,12 +136,10 @@ pub(crate) async fn seed(db: &Database) -> Seed {
 /// answer; None (test skipped) unless MAGNUM_TEST_UPSTREAM=1. A run that requires every
 /// test (MAGNUM_TEST_REQUIRE_ALL=1) fails instead of skipping.
 pub(crate) fn upstream(mode: &str, input: &serde_json::Value) -> Option<serde_json::Value> {
-    if std::env::var("MAGNUM_TEST_UPSTREAM").as_deref() != Ok("1") {
-        assert!(
-            std::env::var("MAGNUM_TEST_REQUIRE_ALL").as_deref() != Ok("1"),
-            "MAGNUM_TEST_UPSTREAM unset: set it to 1 to compare with upstream Magnum's objects"
+    if !magnum_testkit::flag("MAGNUM_TEST_UPSTREAM") {
+        magnum_testkit::skip(
+            "MAGNUM_TEST_UPSTREAM is not 1 (set it to compare with upstream Magnum's objects)",
         );
-        eprintln!("skipped: set MAGNUM_TEST_UPSTREAM=1 to compare with upstream Magnum");
         return None;
     }
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../test-support/upstream");

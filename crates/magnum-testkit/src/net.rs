@@ -1,0 +1,38 @@
+//! Loopback ports and plain HTTP/1.1, for requests a client library would not send as is.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+/// A loopback port free at the time of the call.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Sends `request` (the whole HTTP/1.1 text, with `Connection: close`) to 127.0.0.1:`port`
+/// and returns the whole reply, status line and headers included.
+pub fn raw_http(port: u16, request: &str, timeout: Duration) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(timeout)).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// Waits until something listens on `port`; panics if `child` exits first or after 30 s.
+pub fn wait_for_port(port: u16, child: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the server exited early: {status}");
+        }
+        assert!(Instant::now() < deadline, "nothing listens on {port}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
