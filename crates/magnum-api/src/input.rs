@@ -65,11 +65,9 @@ pub const STR255: Kind = Kind::Str { min: 1, max: 255 };
 
 pub use crate::patch::{py_repr, py_str};
 
+/// Upstream's invalid-attribute 400 (one text for the API's input rules and the services').
 pub fn invalid(field: &str, value: &Value, reason: impl std::fmt::Display) -> ApiError {
-    ApiError::BadRequest(format!(
-        "Invalid input for field/attribute {field}. Value: '{}'. {reason}",
-        py_str(value)
-    ))
+    magnum_service::invalid_attribute(field, value, reason).into()
 }
 
 fn type_name(v: &Value) -> &'static str {

@@ -7,6 +7,7 @@ pub mod error;
 pub mod input;
 pub mod openapi;
 pub mod patch;
+pub mod request;
 pub mod routes;
 pub mod version;
 

@@ -12,44 +12,11 @@ use serde_json::Value;
 
 use crate::AppState;
 use crate::error::{ApiError, ApiResult, json_response};
+pub use crate::request::Req;
 use crate::version::{ApiVersion, SERVICE, negotiate};
 
 /// Largest request body accepted (upstream has no tighter limit; templates are small).
 const BODY_LIMIT: usize = 1 << 20;
-
-/// One parsed request, as resource modules see it.
-pub struct Req {
-    pub method: Method,
-    /// Path segments after `v1`.
-    pub segs: Vec<String>,
-    pub query: Vec<(String, String)>,
-    pub body: Option<Value>,
-    pub ctx: RequestContext,
-    pub version: ApiVersion,
-    /// `<scheme>://<host>` for links.
-    pub base: String,
-}
-
-impl Req {
-    /// Upstream refuses query parameters a handler does not take.
-    pub fn allow_query(&self, allowed: &[&str]) -> ApiResult<()> {
-        match self
-            .query
-            .iter()
-            .find(|(k, _)| !allowed.contains(&k.as_str()))
-        {
-            Some((k, _)) => Err(ApiError::BadRequest(format!("Unknown argument: \"{k}\""))),
-            None => Ok(()),
-        }
-    }
-
-    pub fn query(&self, key: &str) -> Option<&str> {
-        self.query
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    }
-}
 
 pub async fn handle(State(app): State<Arc<AppState>>, request: Request) -> Response {
     let request_id = format!("req-{}", uuid::Uuid::new_v4());

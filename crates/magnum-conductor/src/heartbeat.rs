@@ -1,10 +1,12 @@
 //! The conductor's row in `magnum_service`, refreshed every `[conductor] report_interval`
 //! with a single atomic UPDATE (upstream raced a cached counter; conductor.md §6).
 
-use crate::service::{BINARY, Conductor};
+use std::sync::Arc;
+
+use crate::state::{BINARY, Inner};
 use crate::worker::{Worker, WorkerContext, WorkerError};
 
-pub(crate) struct Heartbeat(pub(crate) Conductor);
+pub(crate) struct Heartbeat(pub(crate) Arc<Inner>);
 
 impl Worker for Heartbeat {
     fn name(&self) -> &'static str {
@@ -12,7 +14,7 @@ impl Worker for Heartbeat {
     }
 
     async fn run(self, ctx: WorkerContext) -> Result<(), WorkerError> {
-        let inner = &self.0.inner;
+        let inner = &self.0;
         let mut tick = tokio::time::interval(inner.settings.report_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

@@ -7,9 +7,11 @@ mod handlers;
 mod heartbeat;
 pub mod notify;
 mod service;
+mod state;
 mod sync;
 pub mod worker;
 pub mod x509;
 
-pub use service::{BINARY, Conductor, ConductorSettings};
+pub use service::Conductor;
+pub use state::{BINARY, ConductorSettings};
 pub use worker::{Worker, WorkerState, WorkerStatus, Workers};

@@ -1,45 +1,26 @@
-//! The conductor: shared state of the RPC handlers, the status sync and the heartbeat.
+//! The conductor: built from magnum.conf on the shared state (`state`), it serves the RPC
+//! surface (`impl ConductorApi`, one handler per method) and starts the background workers.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use chrono::NaiveDateTime;
+use async_trait::async_trait;
 use magnum_core::config::Config;
-use magnum_core::{Error, RequestContext, Result};
+use magnum_core::{RequestContext, Result};
 use magnum_db::Database;
-use magnum_db::repo::cluster::Cluster;
-use magnum_db::repo::cluster_template::ClusterTemplate;
-use magnum_db::repo::nodegroup::NodeGroup;
+use magnum_rpc::{
+    ClusterCreate, ClusterRef, ClusterResize, ClusterUpdate, ClusterUpgrade, ConductorApi,
+    GetCaCertificate, NodegroupRef, NodegroupUpdate, SignCertificate,
+};
 use tokio::sync::mpsc;
 
 use crate::certs::{ClusterPki, store_from_config};
 use crate::driver::{Driver, DriverRegistry, SimulatedDriver, StatusWaker};
-use crate::notify::{Action, Notifier, Outcome};
+use crate::handlers;
+use crate::notify::Notifier;
+use crate::state::{ChannelWaker, ConductorSettings, Inner};
 use crate::worker::{Worker, WorkerContext, WorkerError, Workers};
 use crate::x509::X509Options;
-
-pub const BINARY: &str = "magnum-conductor";
-
-/// What the conductor takes from magnum.conf.
-#[derive(Clone, Debug)]
-pub struct ConductorSettings {
-    pub host: String,
-    pub periodic_enable: bool,
-    pub sync_interval: Duration,
-    pub report_interval: Duration,
-}
-
-impl ConductorSettings {
-    pub fn from_config(cfg: &Config) -> Self {
-        Self {
-            host: cfg.default.host.clone(),
-            periodic_enable: cfg.default.periodic_enable,
-            sync_interval: Duration::from_secs(u64::from(cfg.conductor.sync_interval)),
-            report_interval: Duration::from_secs(u64::from(cfg.conductor.report_interval)),
-        }
-    }
-}
 
 /// The notifier of magnum.conf. One publisher serves both messaging drivers (it sends the
 /// envelope each asks for), so it is handed out once.
@@ -54,31 +35,6 @@ fn notifier(cfg: &Config, publisher: Option<magnum_rpc::oslo::NotificationPublis
         handed_out
             .then(|| Box::new(crate::notify::NoopDriver) as Box<dyn crate::notify::NotifierDriver>)
     })
-}
-
-/// Tells the sync loop that a cluster has news.
-struct ChannelWaker(mpsc::UnboundedSender<String>);
-
-impl StatusWaker for ChannelWaker {
-    fn wake(&self, cluster_uuid: &str) {
-        // The loop is gone only at shutdown, when nothing needs to hear it.
-        let _ = self.0.send(cluster_uuid.to_owned());
-    }
-}
-
-pub(crate) struct Inner {
-    pub(crate) db: Database,
-    pub(crate) drivers: DriverRegistry,
-    pub(crate) pki: ClusterPki,
-    pub(crate) notifier: Notifier,
-    pub(crate) settings: ConductorSettings,
-    /// When this process started: clusters created before it have no pending cast here.
-    pub(crate) started_at: NaiveDateTime,
-    waker: Arc<ChannelWaker>,
-    wake_rx: Mutex<Option<mpsc::UnboundedReceiver<String>>>,
-    /// One operation at a time per cluster in this process, so a handler and the sync never
-    /// interleave their writes; guarded writes cover other processes.
-    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// The conductor. Cheap to clone; implements `magnum_rpc::ConductorApi`.
@@ -135,7 +91,7 @@ impl Conductor {
                 notifier,
                 settings,
                 started_at: magnum_db::repo::now(),
-                waker: Arc::new(ChannelWaker(tx)),
+                waker: Arc::new(ChannelWaker::new(tx)),
                 wake_rx: Mutex::new(Some(rx)),
                 locks: Mutex::new(HashMap::new()),
             }),
@@ -155,11 +111,11 @@ impl Conductor {
     /// previous run left in progress). Call once: a second call starts only a heartbeat.
     pub fn spawn_workers(&self) -> Workers {
         let mut workers = Workers::new();
-        workers.start(crate::heartbeat::Heartbeat(self.clone()));
+        workers.start(crate::heartbeat::Heartbeat(self.inner.clone()));
         let rx = self.inner.wake_rx.lock().ok().and_then(|mut g| g.take());
         if let Some(rx) = rx {
             workers.start(StatusSync {
-                conductor: self.clone(),
+                state: self.inner.clone(),
                 wakes: rx,
             });
         }
@@ -169,7 +125,7 @@ impl Conductor {
 
 /// The status sync as a worker: driver wakes plus the periodic sweep (`sync::run`).
 struct StatusSync {
-    conductor: Conductor,
+    state: Arc<Inner>,
     wakes: mpsc::UnboundedReceiver<String>,
 }
 
@@ -179,66 +135,54 @@ impl Worker for StatusSync {
     }
 
     async fn run(self, ctx: WorkerContext) -> std::result::Result<(), WorkerError> {
-        crate::sync::run(self.conductor, self.wakes, ctx).await
+        crate::sync::run(self.state, self.wakes, ctx).await
     }
 }
 
-impl Inner {
-    pub(crate) fn wake(&self, cluster_uuid: &str) {
-        self.waker.wake(cluster_uuid);
+/// The RPC surface: each method is one handler on the shared state.
+#[async_trait]
+impl ConductorApi for Conductor {
+    async fn cluster_create(&self, ctx: &RequestContext, req: ClusterCreate) -> Result<()> {
+        handlers::cluster::create(&self.inner, ctx, &req.cluster_uuid).await
     }
-
-    pub(crate) fn lock_for(&self, cluster_uuid: &str) -> Arc<tokio::sync::Mutex<()>> {
-        match self.locks.lock() {
-            Ok(mut map) => {
-                // Forget locks nobody holds, so the map stays as small as the work in flight.
-                map.retain(|_, l| Arc::strong_count(l) > 1);
-                map.entry(cluster_uuid.to_owned()).or_default().clone()
-            }
-            Err(_) => Arc::new(tokio::sync::Mutex::new(())),
-        }
+    async fn cluster_update(&self, ctx: &RequestContext, req: ClusterUpdate) -> Result<()> {
+        handlers::cluster::update(&self.inner, ctx, req).await
     }
-
-    /// The cluster (through the caller's tenant filter) and all its nodegroups.
-    pub(crate) async fn load(
+    async fn cluster_delete(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
+        handlers::cluster::delete(&self.inner, ctx, &req.cluster_uuid).await
+    }
+    async fn cluster_resize(&self, ctx: &RequestContext, req: ClusterResize) -> Result<()> {
+        handlers::cluster::resize(&self.inner, ctx, req).await
+    }
+    async fn cluster_upgrade(&self, ctx: &RequestContext, req: ClusterUpgrade) -> Result<()> {
+        handlers::cluster::upgrade(&self.inner, ctx, req).await
+    }
+    async fn nodegroup_create(&self, ctx: &RequestContext, req: NodegroupRef) -> Result<()> {
+        handlers::nodegroup::create(&self.inner, ctx, req).await
+    }
+    async fn nodegroup_update(&self, ctx: &RequestContext, req: NodegroupUpdate) -> Result<()> {
+        handlers::nodegroup::update(&self.inner, ctx, req).await
+    }
+    async fn nodegroup_delete(&self, ctx: &RequestContext, req: NodegroupRef) -> Result<()> {
+        handlers::nodegroup::delete(&self.inner, ctx, req).await
+    }
+    async fn credential_rotate(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
+        handlers::ca::rotate_credential(&self.inner, ctx, &req.cluster_uuid).await
+    }
+    async fn sign_certificate(&self, ctx: &RequestContext, req: SignCertificate) -> Result<String> {
+        handlers::ca::sign(&self.inner, ctx, req).await
+    }
+    async fn get_ca_certificate(
         &self,
         ctx: &RequestContext,
-        cluster_uuid: &str,
-    ) -> Result<(Cluster, Vec<NodeGroup>)> {
-        let cluster = self.db.clusters().get_by_uuid(ctx, cluster_uuid).await?;
-        let ngs = self
-            .db
-            .nodegroups()
-            .for_clusters(&[cluster_uuid.to_owned()])
-            .await?;
-        Ok((cluster, ngs))
+        req: GetCaCertificate,
+    ) -> Result<String> {
+        handlers::ca::get_ca(&self.inner, ctx, req).await
     }
-
-    pub(crate) async fn template_of(&self, cluster: &Cluster) -> Result<ClusterTemplate> {
-        let id = cluster.cluster_template_id.clone().unwrap_or_default();
-        self.db
-            .cluster_templates()
-            .for_uuids(std::slice::from_ref(&id))
-            .await?
-            .pop()
-            .ok_or(Error::ClusterTemplateNotFound { template: id })
+    async fn rotate_ca_certificate(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
+        handlers::ca::rotate_ca(&self.inner, ctx, &req.cluster_uuid).await
     }
-
-    pub(crate) async fn driver_for(&self, cluster: &Cluster) -> Result<Arc<dyn Driver>> {
-        let t = self.template_of(cluster).await?;
-        self.drivers.for_template(&(&t).into())
-    }
-
-    pub(crate) async fn notify(
-        &self,
-        ctx: &RequestContext,
-        action: Action,
-        outcome: Outcome,
-        cluster: &Cluster,
-        ngs: &[NodeGroup],
-    ) {
-        self.notifier
-            .cluster_event(ctx, action, outcome, cluster, ngs)
-            .await;
+    async fn ping_conductor(&self, _ctx: &RequestContext) -> Result<bool> {
+        Ok(true)
     }
 }

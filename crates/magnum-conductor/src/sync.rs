@@ -16,7 +16,7 @@ use tokio::sync::{Semaphore, mpsc};
 use crate::driver::{Driver, StatusReport};
 use crate::handlers::{action_of, fail, finish_delete, resume_create, save_cluster, save_ng};
 use crate::notify::Action;
-use crate::service::{Conductor, Inner};
+use crate::state::Inner;
 use crate::worker::{WorkerContext, WorkerError};
 
 const IN_PROGRESS: [&str; 4] = [
@@ -36,18 +36,18 @@ const RESUME_GRACE_SECS: i64 = 30;
 /// in hand finishes; per-cluster tasks still running may finish or be dropped at shutdown,
 /// and each of their writes is a guarded one, never half-done.
 pub(crate) async fn run(
-    c: Conductor,
+    c: Arc<Inner>,
     mut wakes: mpsc::UnboundedReceiver<String>,
     ctx: WorkerContext,
 ) -> std::result::Result<(), WorkerError> {
     let permits = Arc::new(Semaphore::new(MAX_CONCURRENT));
-    let mut tick = tokio::time::interval(c.inner.settings.sync_interval);
+    let mut tick = tokio::time::interval(c.settings.sync_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             () = ctx.stopped() => return Ok(()),
             _ = tick.tick() => {
-                if c.inner.settings.periodic_enable
+                if c.settings.periodic_enable
                     && let Err(e) = sweep(&c, &permits).await
                 {
                     tracing::warn!(error = %e, "status sweep failed");
@@ -61,7 +61,7 @@ pub(crate) async fn run(
                 let (c, permits) = (c.clone(), permits.clone());
                 tokio::spawn(async move {
                     let Ok(_permit) = permits.acquire_owned().await else { return };
-                    if let Err(e) = sync_one(&c.inner, &uuid).await {
+                    if let Err(e) = sync_one(&c, &uuid).await {
                         tracing::debug!(cluster = %uuid, error = %e, "status sync skipped");
                     }
                 });
@@ -71,8 +71,8 @@ pub(crate) async fn run(
 }
 
 /// One pass over every in-progress cluster: three reads, then one task per cluster.
-pub(crate) async fn sweep(c: &Conductor, permits: &Arc<Semaphore>) -> Result<()> {
-    let inner = &c.inner;
+pub(crate) async fn sweep(c: &Arc<Inner>, permits: &Arc<Semaphore>) -> Result<()> {
+    let inner = c.as_ref();
     let clusters = inner.db.clusters().with_status(&IN_PROGRESS).await?;
     if clusters.is_empty() {
         return Ok(());
@@ -109,7 +109,7 @@ pub(crate) async fn sweep(c: &Conductor, permits: &Arc<Semaphore>) -> Result<()>
             let Ok(_permit) = permits.acquire_owned().await else {
                 return;
             };
-            if let Err(e) = process(&c.inner, cluster, ngs, driver).await {
+            if let Err(e) = process(&c, cluster, ngs, driver).await {
                 tracing::debug!(cluster = %uuid, error = %e, "status sync skipped");
             }
         }));

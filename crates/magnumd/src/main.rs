@@ -33,7 +33,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// The embedded all-in-one default: API (and, with its issue, conductor) in one process.
+    /// The API and the conductor in one process; with no configuration file, the embedded
+    /// default: SQLite, the in-process bus, noauth and the simulated driver.
     /// With no config file it listens on 127.0.0.1:9511, keeps a SQLite database under the
     /// data directory, creates its schema itself and uses noauth.
     Serve {

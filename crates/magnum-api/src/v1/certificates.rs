@@ -12,7 +12,7 @@ use super::{links_pair, owner_target, respond};
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::input::{Field, Kind, field, parse_object, read_only};
-use crate::routes::Req;
+use crate::request::Req;
 
 const FIELDS: &[Field] = &[
     field("cluster_uuid", super::clusters::TEXT),

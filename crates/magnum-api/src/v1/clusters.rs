@@ -29,7 +29,7 @@ use crate::input::{
     revalidate,
 };
 use crate::patch::{PatchRules, apply_patch, parse_patch};
-use crate::routes::Req;
+use crate::request::Req;
 use crate::version::ApiVersion;
 
 /// Free text (upstream `wtypes.text`); the bound is the database's TEXT size.

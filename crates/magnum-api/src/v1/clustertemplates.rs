@@ -13,7 +13,7 @@ use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::input::{Field, Kind, STR255, field, mandatory, parse_object, read_only, revalidate};
 use crate::patch::{PatchRules, apply_patch, parse_patch};
-use crate::routes::Req;
+use crate::request::Req;
 
 const FIELDS: &[Field] = &[
     field("uuid", Kind::Uuid),

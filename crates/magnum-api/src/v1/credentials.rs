@@ -8,7 +8,7 @@ use serde_json::json;
 use super::{ctx_target, lookup, respond};
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
-use crate::routes::Req;
+use crate::request::Req;
 
 use crate::openapi::{Body, RouteDoc};
 

@@ -17,7 +17,7 @@ use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::input::{Field, Kind, field, parse_object, read_only};
 use crate::patch::{Op, parse_patch};
-use crate::routes::Req;
+use crate::request::Req;
 
 const FIELDS: &[Field] = &[
     field("uuid", Kind::Uuid),

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
-use crate::routes::Req;
+use crate::request::Req;
 use crate::version::ApiVersion;
 
 /// The caller's context, widened to every project for an admin (upstream sets

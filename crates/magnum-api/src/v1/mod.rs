@@ -34,7 +34,7 @@ use magnum_db::{Page, SortDir};
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult, json_response};
-use crate::routes::Req;
+use crate::request::Req;
 use crate::version::{MAX_VERSION, MIN_VERSION};
 
 pub fn root_document(base: &str) -> Value {

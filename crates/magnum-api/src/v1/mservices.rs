@@ -9,7 +9,7 @@ use serde_json::json;
 use super::{collection, ctx_target, respond, timestamp};
 use crate::AppState;
 use crate::error::ApiResult;
-use crate::routes::Req;
+use crate::request::Req;
 
 use crate::openapi::{Body, RouteDoc};
 

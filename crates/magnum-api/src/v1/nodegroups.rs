@@ -22,7 +22,7 @@ use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::input::{Field, Kind, STR255, field, invalid, parse_object, read_only, revalidate};
 use crate::patch::{PatchRules, apply_patch, parse_patch};
-use crate::routes::Req;
+use crate::request::Req;
 
 const NON_NEGATIVE: Kind = Kind::Int {
     min: Some(0),

@@ -10,7 +10,7 @@ use super::{ListParams, collection, created, ctx_target, no_content, respond, ti
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::input::{Field, Kind, field, parse_bool, parse_object, read_only};
-use crate::routes::Req;
+use crate::request::Req;
 
 const FIELDS: &[Field] = &[
     field(

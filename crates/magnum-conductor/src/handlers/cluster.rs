@@ -10,7 +10,7 @@ use magnum_rpc::{ClusterResize, ClusterUpdate, ClusterUpgrade};
 use super::{cert_ctx, fail, save_cluster, save_ng, status};
 use crate::certs::{ClusterCertRefs, ClusterPki};
 use crate::notify::{Action, Outcome};
-use crate::service::Inner;
+use crate::state::Inner;
 
 fn default_worker(ngs: &[NodeGroup]) -> Option<&NodeGroup> {
     ngs.iter()

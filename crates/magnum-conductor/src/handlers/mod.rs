@@ -3,22 +3,17 @@
 //! driver, so two requests can never both pass the check (upstream checked the API's
 //! snapshot and moved the status only after the driver returned).
 
-mod ca;
-mod cluster;
-mod nodegroup;
+pub(crate) mod ca;
+pub(crate) mod cluster;
+pub(crate) mod nodegroup;
 
-use async_trait::async_trait;
 use magnum_core::status::ClusterStatus;
 use magnum_core::{RequestContext, Result};
 use magnum_db::repo::cluster::Cluster;
 use magnum_db::repo::nodegroup::NodeGroup;
-use magnum_rpc::{
-    ClusterCreate, ClusterRef, ClusterResize, ClusterUpdate, ClusterUpgrade, ConductorApi,
-    GetCaCertificate, NodegroupRef, NodegroupUpdate, SignCertificate,
-};
 
 use crate::notify::{Action, Outcome};
-use crate::service::{Conductor, Inner};
+use crate::state::Inner;
 
 pub(crate) use cluster::{create as resume_create, finish_delete};
 
@@ -106,53 +101,6 @@ pub(crate) async fn save_cluster(
         return Ok(m);
     }
     inner.db.clusters().save(cluster, &m).await
-}
-
-#[async_trait]
-impl ConductorApi for Conductor {
-    async fn cluster_create(&self, ctx: &RequestContext, req: ClusterCreate) -> Result<()> {
-        cluster::create(&self.inner, ctx, &req.cluster_uuid).await
-    }
-    async fn cluster_update(&self, ctx: &RequestContext, req: ClusterUpdate) -> Result<()> {
-        cluster::update(&self.inner, ctx, req).await
-    }
-    async fn cluster_delete(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
-        cluster::delete(&self.inner, ctx, &req.cluster_uuid).await
-    }
-    async fn cluster_resize(&self, ctx: &RequestContext, req: ClusterResize) -> Result<()> {
-        cluster::resize(&self.inner, ctx, req).await
-    }
-    async fn cluster_upgrade(&self, ctx: &RequestContext, req: ClusterUpgrade) -> Result<()> {
-        cluster::upgrade(&self.inner, ctx, req).await
-    }
-    async fn nodegroup_create(&self, ctx: &RequestContext, req: NodegroupRef) -> Result<()> {
-        nodegroup::create(&self.inner, ctx, req).await
-    }
-    async fn nodegroup_update(&self, ctx: &RequestContext, req: NodegroupUpdate) -> Result<()> {
-        nodegroup::update(&self.inner, ctx, req).await
-    }
-    async fn nodegroup_delete(&self, ctx: &RequestContext, req: NodegroupRef) -> Result<()> {
-        nodegroup::delete(&self.inner, ctx, req).await
-    }
-    async fn credential_rotate(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
-        ca::rotate_credential(&self.inner, ctx, &req.cluster_uuid).await
-    }
-    async fn sign_certificate(&self, ctx: &RequestContext, req: SignCertificate) -> Result<String> {
-        ca::sign(&self.inner, ctx, req).await
-    }
-    async fn get_ca_certificate(
-        &self,
-        ctx: &RequestContext,
-        req: GetCaCertificate,
-    ) -> Result<String> {
-        ca::get_ca(&self.inner, ctx, req).await
-    }
-    async fn rotate_ca_certificate(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
-        ca::rotate_ca(&self.inner, ctx, &req.cluster_uuid).await
-    }
-    async fn ping_conductor(&self, _ctx: &RequestContext) -> Result<bool> {
-        Ok(true)
-    }
 }
 
 /// The action a final status reports (upstream's map, minus its crash on statuses outside it).

@@ -10,7 +10,7 @@ use magnum_rpc::{NodegroupRef, NodegroupUpdate};
 
 use super::{fail, save_cluster, save_ng, status};
 use crate::notify::Action;
-use crate::service::Inner;
+use crate::state::Inner;
 
 async fn load(
     inner: &Inner,
