@@ -142,3 +142,18 @@ pub fn invalid_attribute(
         magnum_core::py::py_str(value)
     ))
 }
+
+/// An integer attribute of a request that must fit its 32-bit column.
+pub fn int32(
+    doc: &serde_json::Map<String, serde_json::Value>,
+    k: &str,
+) -> magnum_core::Result<Option<i32>> {
+    match doc.get(k) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => v
+            .as_i64()
+            .and_then(|n| i32::try_from(n).ok())
+            .map(Some)
+            .ok_or_else(|| invalid_attribute(k, v, "Value should be lower or equal to 2147483647")),
+    }
+}

@@ -16,7 +16,7 @@ use magnum_db::repo::nodegroup::{NodeGroup, NodeGroupFilters};
 use magnum_rpc::{NodegroupRef, NodegroupUpdate};
 use serde_json::{Map, Value};
 
-use crate::{Services, invalid, invalid_attribute};
+use crate::{Services, int32, invalid, invalid_attribute};
 
 /// A new nodegroup's attributes as the API's input rules left them. Create fills in what
 /// the cluster and template provide (image, flavor, labels) and what storage assigns (uuid,
@@ -217,18 +217,6 @@ fn check_taint(name: Option<&str>, index: usize, taint: &Value) -> Result<()> {
 
 fn text(doc: &NodegroupAttrs, k: &str) -> Option<String> {
     doc.get(k).and_then(Value::as_str).map(str::to_owned)
-}
-
-/// An integer attribute that must fit its 32-bit column.
-fn int32(doc: &NodegroupAttrs, k: &str) -> Result<Option<i32>> {
-    match doc.get(k) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_i64()
-            .and_then(|n| i32::try_from(n).ok())
-            .map(Some)
-            .ok_or_else(|| invalid_attribute(k, v, "Value should be lower or equal to 2147483647")),
-    }
 }
 
 pub struct Nodegroups<'a> {

@@ -372,16 +372,9 @@ fn boolean(doc: &Map<String, Value>, k: &str) -> Option<bool> {
     doc.get(k).and_then(Value::as_bool)
 }
 
-/// An integer attribute that must fit the 32-bit column it is stored in.
+/// An integer attribute that must fit its 32-bit column.
 fn int32(doc: &Map<String, Value>, k: &str) -> ApiResult<Option<i32>> {
-    match doc.get(k) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_i64()
-            .and_then(|n| i32::try_from(n).ok())
-            .map(Some)
-            .ok_or_else(|| invalid(k, v, "Value should be lower or equal to 2147483647")),
-    }
+    Ok(magnum_service::int32(doc, k)?)
 }
 
 /// WSME's `StringType(pattern=...)`: Python's `$` also matches before one final newline.

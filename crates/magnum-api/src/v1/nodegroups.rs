@@ -20,7 +20,7 @@ use super::lookup::{self, admin_scope, labels_diff};
 use super::{Link, ListParams, Ts, ctx_target, links, no_content, raw_json};
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
-use crate::input::{Field, Kind, STR255, field, invalid, parse_object, read_only, revalidate};
+use crate::input::{Field, Kind, STR255, field, parse_object, read_only, revalidate};
 use crate::patch::{PatchRules, apply_patch, parse_patch};
 use crate::request::Req;
 
@@ -322,16 +322,9 @@ async fn show(app: &AppState, req: &Req, cluster: &str, ident: &str) -> ApiResul
     super::respond_with(StatusCode::OK, &full(&ng, &c, &req.base))
 }
 
-/// An integer attribute of a parsed body that must fit its 32-bit column.
+/// An integer attribute that must fit its 32-bit column.
 fn int32(doc: &Map<String, Value>, k: &str) -> ApiResult<Option<i32>> {
-    match doc.get(k) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_i64()
-            .and_then(|n| i32::try_from(n).ok())
-            .map(Some)
-            .ok_or_else(|| invalid(k, v, "Value should be lower or equal to 2147483647")),
-    }
+    Ok(magnum_service::int32(doc, k)?)
 }
 
 async fn create(app: &AppState, req: &Req, cluster: &str) -> ApiResult<Response> {
