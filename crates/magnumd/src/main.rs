@@ -33,10 +33,9 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// The API and the conductor in one process; with no configuration file, the embedded
-    /// default: SQLite, the in-process bus, noauth and the simulated driver.
-    /// With no config file it listens on 127.0.0.1:9511, keeps a SQLite database under the
-    /// data directory, creates its schema itself and uses noauth.
+    /// The API and the conductor in one process. With no configuration file, the embedded
+    /// default: 127.0.0.1:9511, a SQLite database under the data directory (schema created
+    /// on start), the in-process bus, noauth and the simulated driver.
     Serve {
         /// Where the SQLite database lives when no [database] connection is configured.
         #[arg(long, value_name = "DIR")]
