@@ -136,6 +136,8 @@ async fn wait_for_signal() {
 }
 
 pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
+    // Before anything connects: a TLS setting that cannot work is a configuration error.
+    let tls = tls_config(cfg).await?;
     let auth = if opts.force_noauth || cfg.api.auth_strategy == "noauth" {
         if !opts.allow_noauth {
             return Err(Failure::Config(
@@ -222,11 +224,34 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .map_err(|e| Failure::Runtime(format!("cannot listen on {addr}: {e}")))?;
-    tracing::info!("magnum API listening on http://{addr}");
-    let served = axum::serve(listener, magnum_api::router(state))
-        .with_graceful_shutdown(wait_for_signal())
-        .await
-        .map_err(|e| Failure::Runtime(format!("server failed: {e}")));
+    let served = match tls {
+        None => {
+            tracing::info!("magnum API listening on http://{addr}");
+            axum::serve(listener, magnum_api::router(state))
+                .with_graceful_shutdown(wait_for_signal())
+                .await
+                .map_err(|e| Failure::Runtime(format!("server failed: {e}")))
+        }
+        Some(tls) => {
+            tracing::info!("magnum API listening on https://{addr}");
+            let listener = listener
+                .into_std()
+                .map_err(|e| Failure::Runtime(format!("cannot listen on {addr}: {e}")))?;
+            let handle = axum_server::Handle::new();
+            let stopper = handle.clone();
+            tokio::spawn(async move {
+                wait_for_signal().await;
+                // Requests in hand get this long to finish, as oslo.service gives them.
+                stopper.graceful_shutdown(Some(Duration::from_secs(60)));
+            });
+            axum_server::from_tcp_rustls(listener, tls)
+                .map_err(|e| Failure::Runtime(format!("cannot listen on {addr}: {e}")))?
+                .handle(handle)
+                .serve(magnum_api::router(state).into_make_service())
+                .await
+                .map_err(|e| Failure::Runtime(format!("server failed: {e}")))
+        }
+    };
     // Stop the sync and heartbeat before the broker, so nothing they send is cut off.
     if let Some(workers) = workers {
         workers.shutdown().await;
@@ -235,6 +260,33 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
         handle.close().await;
     }
     served
+}
+
+/// `[api] enabled_ssl`: the certificate chain and key the API serves HTTPS with. A missing or
+/// unreadable file stops the start with the option to fix.
+async fn tls_config(
+    cfg: &Config,
+) -> Result<Option<axum_server::tls_rustls::RustlsConfig>, Failure> {
+    if !cfg.api.enabled_ssl {
+        return Ok(None);
+    }
+    let path = |v: &Option<String>, opt: &str| {
+        v.clone().filter(|p| !p.is_empty()).ok_or_else(|| {
+            Failure::Config(format!(
+                "[api] {opt} must be set when [api] enabled_ssl = true"
+            ))
+        })
+    };
+    let cert = path(&cfg.api.ssl_cert_file, "ssl_cert_file")?;
+    let key = path(&cfg.api.ssl_key_file, "ssl_key_file")?;
+    axum_server::tls_rustls::RustlsConfig::from_pem_file(&cert, &key)
+        .await
+        .map(Some)
+        .map_err(|e| {
+            Failure::Config(format!(
+                "[api] ssl_cert_file {cert} / ssl_key_file {key}: cannot be used for HTTPS: {e}"
+            ))
+        })
 }
 
 /// Whether `[oslo_messaging_notifications] driver` asks for RabbitMQ.

@@ -54,6 +54,14 @@ pub(crate) fn read_env(path: &Path) -> HashMap<String, String> {
 /// A real Keystone for this test (stopped when the guard drops) whose catalog points
 /// container-infra at `api_port`, and its env.sh values.
 pub(crate) fn start_keystone(work: &Path, api_port: u16) -> (Running, HashMap<String, String>) {
+    start_keystone_for(work, &format!("http://127.0.0.1:{api_port}"))
+}
+
+/// As [`start_keystone`], with container-infra at `magnum_url`.
+pub(crate) fn start_keystone_for(
+    work: &Path,
+    magnum_url: &str,
+) -> (Running, HashMap<String, String>) {
     let ks_dir = work.join("keystone");
     let guard = Running {
         api: None,
@@ -63,7 +71,7 @@ pub(crate) fn start_keystone(work: &Path, api_port: u16) -> (Running, HashMap<St
         .arg(repo_root().join("test-support/keystone/start.sh"))
         .arg(&ks_dir)
         .arg(free_port().to_string())
-        .arg(format!("http://127.0.0.1:{api_port}"))
+        .arg(magnum_url)
         .status()
         .unwrap();
     assert!(st.success(), "keystone did not start");

@@ -5,6 +5,7 @@
 
 mod client;
 mod crash;
+mod https;
 mod lifecycle;
 mod rabbit;
 mod upstream;
