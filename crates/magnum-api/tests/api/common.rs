@@ -18,6 +18,8 @@ pub struct Server {
     /// Every RPC the API sent, and the answers it gets.
     pub conductor: Arc<FakeConductor>,
     _dir: tempfile::TempDir,
+    /// The MariaDB database, dropped when the test ends however it ends.
+    _server_db: Option<ServerDb>,
 }
 
 /// Every RPC the API sends is recorded by the testkit's fake conductor.
@@ -58,22 +60,24 @@ impl ResourceValidator for FakeImages {
 }
 
 /// SQLite at head in `dir`, or a new database at head on MariaDB when
-/// MAGNUM_TEST_MYSQL_URL is set (as CI does).
-async fn database(dir: &tempfile::TempDir) -> Database {
-    let url = if std::env::var("MAGNUM_TEST_MYSQL_URL").is_ok_and(|v| !v.is_empty()) {
+/// MAGNUM_TEST_MYSQL_URL is set (as CI does), with its guard.
+async fn database(dir: &tempfile::TempDir) -> (Database, Option<ServerDb>) {
+    let (url, guard) = if std::env::var("MAGNUM_TEST_MYSQL_URL").is_ok_and(|v| !v.is_empty()) {
         let server_db = ServerDb::create(db::Server::MariaDb, "magnum_api")
             .await
             .unwrap();
-        // The running server holds no guard to drop it by (it is left as before).
-        server_db.keep()
+        (server_db.url(), Some(server_db))
     } else {
-        format!("sqlite:///{}/magnum.sqlite", dir.path().display())
+        (
+            format!("sqlite:///{}/magnum.sqlite", dir.path().display()),
+            None,
+        )
     };
     let db = Database::connect(DbSettings::new(DbUrl::parse(&url).unwrap()))
         .await
         .unwrap();
     magnum_db::schema::upgrade(&db).await.unwrap();
-    db
+    (db, guard)
 }
 
 pub async fn start_with(auth: Auth) -> Server {
@@ -82,7 +86,7 @@ pub async fn start_with(auth: Auth) -> Server {
 
 pub async fn start_with_settings(auth: Auth, settings: ApiSettings) -> Server {
     let dir = tempfile::tempdir().unwrap();
-    let db = database(&dir).await;
+    let (db, server_db) = database(&dir).await;
     let conductor = Arc::new(FakeConductor::default());
     let services = Services::new(
         db.clone(),
@@ -110,6 +114,7 @@ pub async fn start_with_settings(auth: Auth, settings: ApiSettings) -> Server {
         http: reqwest::Client::new(),
         conductor,
         _dir: dir,
+        _server_db: server_db,
     }
 }
 
