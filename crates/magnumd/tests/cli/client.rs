@@ -220,15 +220,7 @@ fn openstack_coe_commands_as_each_persona() {
             .success()
     );
     let log = std::fs::File::create(work.path().join("api.log")).unwrap();
-    let mut api = ChildGuard::new(
-        Command::new(env!("CARGO_BIN_EXE_magnumd"))
-            .args(["--config-file", &conf, "serve"])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap(),
-    );
-    wait_for_port(api_port, &mut api);
+    let api = crate::spawn_magnumd(&conf, "serve", log, api_port);
     running.api = Some(api);
 
     let cli = Cli {

@@ -2,14 +2,13 @@
 //! cluster ends COMPLETE, or FAILED once its create_timeout has passed; none stays in progress.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use magnum_testkit::ChildGuard;
 
-use crate::client::{free_port, wait_for_port};
+use crate::client::free_port;
 use crate::http;
 
 fn serve(conf: &Path, port: u16, log: &Path) -> ChildGuard {
@@ -18,16 +17,7 @@ fn serve(conf: &Path, port: u16, log: &Path) -> ChildGuard {
         .append(true)
         .open(log)
         .unwrap();
-    let mut child = ChildGuard::new(
-        Command::new(env!("CARGO_BIN_EXE_magnumd"))
-            .args(["--config-file", conf.to_str().unwrap(), "serve"])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap(),
-    );
-    wait_for_port(port, &mut child);
-    child
+    crate::spawn_magnumd(conf.to_str().unwrap(), "serve", log, port)
 }
 
 fn status(port: u16, uuid: &str) -> (String, String) {

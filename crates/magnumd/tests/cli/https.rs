@@ -7,9 +7,7 @@ use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use magnum_testkit::ChildGuard;
-
-use crate::client::{Cli, authtoken_section, free_port, start_keystone_for, wait_for_port};
+use crate::client::{Cli, authtoken_section, free_port, start_keystone_for};
 
 #[test]
 fn api_serves_the_openstack_client_over_https() {
@@ -67,15 +65,7 @@ fn api_serves_the_openstack_client_over_https() {
         String::from_utf8_lossy(&up.stderr)
     );
     let log = dir.join("api.log");
-    let mut api = ChildGuard::new(
-        Command::new(env!("CARGO_BIN_EXE_magnumd"))
-            .args(["--config-file", &conf, "api"])
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for_port(api_port, &mut api);
+    let api = crate::spawn_magnumd(&conf, "api", std::fs::File::create(&log).unwrap(), api_port);
     running.api = Some(api);
 
     let with_ca = Cli {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use serde_json::Value;
 
-use crate::client::{Cli, Running, free_port, repo_root, wait_for_port};
+use crate::client::{Cli, Running, free_port, repo_root};
 
 /// magnum.conf lines that make the simulated driver quick and the sweep frequent.
 pub(crate) const FAST_SIMULATION: &str = "[simulated_driver]\ncreate_delay = 1\nupdate_delay = 0.5\ndelete_delay = 0.5\n\n\
@@ -343,15 +343,7 @@ fn cluster_lifecycle_on_sqlite_with_the_openstack_client() {
     )
     .unwrap();
     let log = std::fs::File::create(work.path().join("serve.log")).unwrap();
-    let mut serve = magnum_testkit::ChildGuard::new(
-        Command::new(env!("CARGO_BIN_EXE_magnumd"))
-            .args(["--config-file", conf.to_str().unwrap(), "serve"])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap(),
-    );
-    wait_for_port(port, &mut serve);
+    let serve = crate::spawn_magnumd(conf.to_str().unwrap(), "serve", log, port);
     let _running = Running {
         api: Some(serve),
         keystone_dir: work.path().join("no-keystone"),

@@ -36,6 +36,21 @@ pub(crate) fn magnumd(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `magnumd --config-file <conf> <sub>` in the background, stderr into `log`, once it listens
+/// on `port`; stopped when the guard drops.
+pub(crate) fn spawn_magnumd(conf: &str, sub: &str, log: std::fs::File, port: u16) -> ChildGuard {
+    let mut child = ChildGuard::new(
+        Command::new(env!("CARGO_BIN_EXE_magnumd"))
+            .args(["--config-file", conf, sub])
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    magnum_testkit::wait_for_port(port, &mut child);
+    child
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
