@@ -135,6 +135,11 @@ def write_files(workdir, auth_url, magnum_url, projects, users):
             "identity_api_version": 3,
             "interface": "public",
         }
+        # A Keystone on HTTPS (start.sh with KEYSTONE_TLS_CERT): clients trust its certificate.
+        if os.environ.get("REQUESTS_CA_BUNDLE"):
+            clouds[user if user != "magnum" else "magnum-service"]["cacert"] = os.environ[
+                "REQUESTS_CA_BUNDLE"
+            ]
     # JSON is valid YAML, and json needs no extra module.
     with open(os.path.join(workdir, "clouds.yaml"), "w") as f:
         json.dump({"clouds": clouds}, f, indent=2)

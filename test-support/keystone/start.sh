@@ -24,7 +24,17 @@ bash "$here/setup-venv.sh"
 mkdir -p "$1"
 workdir=$(cd "$1" && pwd)
 py=$venv/bin/python
-auth_url=http://127.0.0.1:$port/v3
+# KEYSTONE_TLS_CERT/KEYSTONE_TLS_KEY (PEM): serve HTTPS with them. KEYSTONE_TLS_CA (default:
+# the certificate itself) is what the readiness check, provisioning and clouds.yaml trust.
+tls_cert=${KEYSTONE_TLS_CERT:-}
+tls_key=${KEYSTONE_TLS_KEY:-}
+tls_ca=${KEYSTONE_TLS_CA:-$tls_cert}
+if [ -n "$tls_cert" ]; then
+    auth_url=https://127.0.0.1:$port/v3
+    export REQUESTS_CA_BUNDLE=$tls_ca SSL_CERT_FILE=$tls_ca
+else
+    auth_url=http://127.0.0.1:$port/v3
+fi
 log=$workdir/keystone.log
 
 fail() {
@@ -121,6 +131,9 @@ graceful_timeout = 5
 control_socket_disable = True
 raw_env = ["OS_KEYSTONE_CONFIG_DIR=$workdir"]
 EOF
+if [ -n "$tls_cert" ]; then
+    printf 'certfile = "%s"\nkeyfile = "%s"\n' "$tls_cert" "$tls_key" >>"$workdir/gunicorn.conf.py"
+fi
 # Output goes to a file so a caller reading our stdout through a pipe is not held open by the
 # server.
 (cd "$workdir" && exec "$venv/bin/gunicorn") </dev/null >>"$workdir/gunicorn.log" 2>&1 &

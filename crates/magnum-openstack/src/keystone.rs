@@ -24,6 +24,10 @@ pub struct KeystoneSettings {
     pub timeout: Duration,
     /// Longest time a validated token is trusted without asking Keystone again.
     pub token_cache_time: Duration,
+    /// CA certificates (PEM) trusted for Keystone's certificate, besides the system's.
+    pub ca_pem: Option<Vec<u8>>,
+    /// Skip verifying Keystone's certificate (`insecure = true`).
+    pub insecure: bool,
 }
 
 impl std::fmt::Debug for KeystoneSettings {
@@ -64,6 +68,9 @@ pub enum KeystoneError {
         "Magnum's service credentials were refused by Keystone ({0}); check [keystone_authtoken]"
     )]
     ServiceCredentials(String),
+    /// A TLS setting of `[keystone_authtoken]` cannot be used.
+    #[error("[keystone_authtoken] {0}")]
+    Config(String),
 }
 
 struct Cached {
@@ -85,9 +92,18 @@ const CACHE_LIMIT: usize = 10_000;
 
 impl Keystone {
     pub fn new(settings: KeystoneSettings) -> Result<Self, KeystoneError> {
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .timeout(settings.timeout)
             .connect_timeout(settings.timeout.min(Duration::from_secs(5)))
+            .tls_danger_accept_invalid_certs(settings.insecure);
+        if let Some(pem) = &settings.ca_pem {
+            let certs = reqwest::Certificate::from_pem_bundle(pem)
+                .map_err(|e| KeystoneError::Config(format!("cafile: {e}")))?;
+            for cert in certs {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let http = builder
             .build()
             .map_err(|e| KeystoneError::Unavailable(e.to_string()))?;
         let base = settings.auth_url.trim_end_matches('/');
@@ -260,9 +276,19 @@ impl Keystone {
     }
 }
 
-/// reqwest errors name the URL; keep the message without it (and so without any query).
+/// reqwest errors name the URL; keep the message without it (and so without any query), and
+/// add the causes underneath ("error sending request" alone hides a refused certificate).
 fn without_url(e: &reqwest::Error) -> String {
     let mut msg = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !msg.contains(&text) {
+            msg.push_str(": ");
+            msg.push_str(&text);
+        }
+        cause = c.source();
+    }
     if let Some(url) = e.url() {
         msg = msg.replace(url.as_str(), "<keystone>");
     }
@@ -338,6 +364,8 @@ mod tests {
             project_domain_name: "Default".into(),
             timeout: Duration::from_secs(5),
             token_cache_time: Duration::from_secs(300),
+            ca_pem: None,
+            insecure: false,
         };
         assert!(!format!("{s:?}").contains("hunter2"));
     }

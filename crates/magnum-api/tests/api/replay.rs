@@ -265,6 +265,8 @@ async fn upstream_samples_replay_identically() {
         project_domain_name: "Default".into(),
         timeout: Duration::from_secs(2),
         token_cache_time: Duration::from_secs(300),
+        ca_pem: None,
+        insecure: false,
     })
     .unwrap();
     let guarded = start_with(Auth::Keystone {

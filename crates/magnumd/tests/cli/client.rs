@@ -62,6 +62,15 @@ pub(crate) fn start_keystone_for(
     work: &Path,
     magnum_url: &str,
 ) -> (Running, HashMap<String, String>) {
+    start_keystone_with(work, magnum_url, &[])
+}
+
+/// As [`start_keystone_for`], with extra environment for start.sh (`KEYSTONE_TLS_CERT`...).
+pub(crate) fn start_keystone_with(
+    work: &Path,
+    magnum_url: &str,
+    envs: &[(&str, &Path)],
+) -> (Running, HashMap<String, String>) {
     let ks_dir = work.join("keystone");
     let guard = Running {
         api: None,
@@ -72,6 +81,7 @@ pub(crate) fn start_keystone_for(
         .arg(&ks_dir)
         .arg(free_port().to_string())
         .arg(magnum_url)
+        .envs(envs.iter().copied())
         .status()
         .unwrap();
     assert!(st.success(), "keystone did not start");

@@ -1,13 +1,89 @@
-//! `magnumd api` with `[api] enabled_ssl`: the real `openstack coe` client reaches it over
-//! HTTPS through Keystone's catalogue, verifying a test certificate made by openssl; the same
-//! client without that CA is refused by its own TLS check, and plain HTTP gets no answer.
-//! Runs when MAGNUM_TEST_KEYSTONE=1 and MAGNUM_TEST_RABBIT_URL is set (scripts/test sets both).
+//! TLS both ways, with test certificates made by openssl. `magnumd api` with `[api]
+//! enabled_ssl`: the real `openstack coe` client reaches it over HTTPS through Keystone's
+//! catalogue; without the CA the client refuses it, and plain HTTP gets no answer. A real
+//! Keystone on HTTPS: `[keystone_authtoken] cafile` (or `insecure`) lets magnumd validate
+//! tokens there; without either it refuses Keystone's certificate, and says so.
+//! Runs when MAGNUM_TEST_KEYSTONE=1 (and MAGNUM_TEST_RABBIT_URL for `api`; scripts/test sets
+//! both).
 
 use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::client::{Cli, authtoken_section, free_port, start_keystone_for};
+use crate::client::{Cli, authtoken_section, free_port, start_keystone_for, start_keystone_with};
+
+/// Test PKI in `dir`, made by openssl: a CA, and a server certificate for 127.0.0.1 signed by
+/// it (webpki, which magnumd's client uses, refuses a CA certificate as a server's own).
+struct TestPki {
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+fn openssl(args: &[&str]) {
+    let st = Command::new("openssl")
+        .args(args)
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "openssl {args:?} failed");
+}
+
+fn test_pki(dir: &Path) -> TestPki {
+    let p = |n: &str| dir.join(n).display().to_string();
+    let rsa = ["-newkey", "rsa:2048", "-nodes"];
+    openssl(
+        &[
+            &[
+                "req",
+                "-x509",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=magnum-rs test CA",
+            ][..],
+            &rsa,
+            &["-keyout", &p("ca.key"), "-out", &p("ca.crt")],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[
+            &["req", "-subj", "/CN=127.0.0.1"][..],
+            &rsa,
+            &["-keyout", &p("tls.key"), "-out", &p("tls.csr")],
+        ]
+        .concat(),
+    );
+    std::fs::write(
+        dir.join("tls.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-days",
+        "1",
+        "-in",
+        &p("tls.csr"),
+        "-CA",
+        &p("ca.crt"),
+        "-CAkey",
+        &p("ca.key"),
+        "-CAcreateserial",
+        "-extfile",
+        &p("tls.ext"),
+        "-out",
+        &p("tls.crt"),
+    ]);
+    TestPki {
+        ca: dir.join("ca.crt"),
+        cert: dir.join("tls.crt"),
+        key: dir.join("tls.key"),
+    }
+}
 
 #[test]
 fn api_serves_the_openstack_client_over_https() {
@@ -18,28 +94,8 @@ fn api_serves_the_openstack_client_over_https() {
     };
     let work = tempfile::tempdir().unwrap();
     let dir = work.path();
-    let (cert, key) = (dir.join("api.crt"), dir.join("api.key"));
-    let made = Command::new("openssl")
-        .args([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-        ])
-        .args([
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-        ])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(
-        made.success(),
-        "openssl could not make the test certificate"
-    );
+    let pki = test_pki(dir);
+    let (cert, key) = (&pki.cert, &pki.key);
 
     let api_port = free_port();
     let (mut running, env) = start_keystone_for(dir, &format!("https://127.0.0.1:{api_port}"));
@@ -71,7 +127,7 @@ fn api_serves_the_openstack_client_over_https() {
     let with_ca = Cli {
         openstack: env["MAGNUM_TEST_OPENSTACK"].clone(),
         clouds: Some(env["OS_CLIENT_CONFIG_FILE"].clone()),
-        global: vec!["--os-cacert".into(), cert.display().to_string()],
+        global: vec!["--os-cacert".into(), pki.ca.display().to_string()],
     };
     let created = with_ca.json(
         "demo-member",
@@ -139,4 +195,113 @@ fn enabled_ssl_without_a_certificate_is_a_configuration_error() {
     );
     let out = crate::magnumd(&["--config-file", &conf, "serve"]);
     crate::assert_one_line_error(&out, 2, "[api] ssl_cert_file must be set");
+}
+
+#[test]
+fn keystone_over_https_is_trusted_through_cafile_or_insecure() {
+    if !magnum_testkit::flag("MAGNUM_TEST_KEYSTONE") {
+        magnum_testkit::skip("MAGNUM_TEST_KEYSTONE is not 1");
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path();
+    let pki = test_pki(dir);
+    let api_port = free_port();
+    let (mut running, env) = start_keystone_with(
+        dir,
+        &format!("http://127.0.0.1:{api_port}"),
+        &[
+            ("KEYSTONE_TLS_CERT", &pki.cert),
+            ("KEYSTONE_TLS_KEY", &pki.key),
+            ("KEYSTONE_TLS_CA", &pki.ca),
+        ],
+    );
+    assert!(
+        env["MAGNUM_TEST_AUTH_URL"].starts_with("https://"),
+        "{env:?}"
+    );
+    let conf_with = |name: &str, tls: &str| {
+        crate::write_conf(
+            dir,
+            name,
+            &format!(
+                "[api]\nhost = 127.0.0.1\nport = {api_port}\n\n[certificates]\n\
+                 cert_manager_type = x509keypair\n\n[database]\nconnection = sqlite:///{db}\n\n\
+                 {ks}{tls}",
+                db = dir.join("magnum.sqlite").display(),
+                ks = authtoken_section(&env),
+            ),
+        )
+    };
+    let trusted = conf_with("trusted.conf", &format!("cafile = {}\n", pki.ca.display()));
+    let untrusted = conf_with("untrusted.conf", "");
+    let insecure = conf_with("insecure.conf", "insecure = true\n");
+
+    // `magnumd status` asks Keystone with the service credentials.
+    let status = |conf: &str| {
+        let out = crate::magnumd(&["--config-file", conf, "status"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines()
+            .find(|l| l.contains("keystone:"))
+            .unwrap_or_else(|| panic!("no keystone line in {text}"))
+            .to_owned()
+    };
+    let line = status(&trusted);
+    assert!(line.starts_with("OK"), "{line}");
+    assert!(line.contains("https://127.0.0.1"), "{line}");
+    let line = status(&untrusted);
+    assert!(line.starts_with("FAIL"), "{line}");
+    // The reason names the refused certificate, not just "error sending request".
+    assert!(line.to_lowercase().contains("certificate"), "{line}");
+    let line = status(&insecure);
+    assert!(line.starts_with("OK"), "{line}");
+
+    // Tokens are validated over HTTPS: the real client, through the catalogue.
+    assert!(
+        crate::magnumd(&["--config-file", &trusted, "db", "upgrade"])
+            .status
+            .success()
+    );
+    let log = std::fs::File::create(dir.join("serve.log")).unwrap();
+    running.api = Some(crate::spawn_magnumd(&trusted, "serve", log, api_port));
+    let cli = Cli {
+        openstack: env["MAGNUM_TEST_OPENSTACK"].clone(),
+        clouds: Some(env["OS_CLIENT_CONFIG_FILE"].clone()),
+        global: Vec::new(),
+    };
+    let created = cli.json(
+        "demo-member",
+        &[
+            "coe",
+            "cluster",
+            "template",
+            "create",
+            "ks-tls",
+            "--coe",
+            "kubernetes",
+            "--image",
+            "fedora-coreos-40",
+            "--external-network",
+            "public",
+        ],
+    );
+    assert_eq!(created["name"], "ks-tls");
+    assert_eq!(
+        created["project_id"].as_str(),
+        Some(env["MAGNUM_TEST_DEMO_PROJECT_ID"].as_str())
+    );
+}
+
+#[test]
+fn an_unreadable_keystone_cafile_is_a_configuration_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = crate::write_conf(
+        dir.path(),
+        "magnum.conf",
+        "[keystone_authtoken]\nauth_url = https://127.0.0.1:1/v3\nusername = magnum\n\
+         password = x\nproject_name = service\ncafile = /nonexistent/ca.pem\n\
+         [database]\nconnection = sqlite://\n",
+    );
+    let out = crate::magnumd(&["--config-file", &conf, "api"]);
+    crate::assert_one_line_error(&out, 2, "[keystone_authtoken] cafile /nonexistent/ca.pem");
 }
