@@ -20,7 +20,8 @@ pub struct NewFederation {
     pub name: Option<String>,
     /// The host cluster, by uuid or name.
     pub hostcluster: Option<String>,
-    pub member_ids: Vec<String>,
+    /// The member cluster ids as given (stored as sent, `[]` when absent).
+    pub member_ids: Option<Value>,
     pub properties: Option<Map<String, Value>>,
 }
 
@@ -73,7 +74,9 @@ impl Federations<'_> {
             name: Some(name),
             project_id: ctx.project_id.clone(),
             hostcluster_id: host_cluster.uuid.clone(),
-            member_ids: Some(dumps(&req.member_ids)),
+            member_ids: Some(dumps(
+                &req.member_ids.unwrap_or_else(|| Value::Array(Vec::new())),
+            )),
             properties: Some(dumps(&props)),
             status: Some(FederationStatus::CreateFailed.as_str().into()),
             status_reason: Some(NOT_IMPLEMENTED.into()),

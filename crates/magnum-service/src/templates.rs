@@ -225,7 +225,9 @@ impl Templates<'_> {
         may_publish: bool,
     ) -> Result<ClusterTemplate> {
         self.s.validator.validate_template(ctx, &doc).await?;
-        let changed_flag = |k: &str, was: Option<bool>| boolean(&doc, k) != was;
+        // As the API shows them: a NULL flag reads false, so leaving it alone is no change.
+        let changed_flag =
+            |k: &str, was: Option<bool>| boolean(&doc, k) != Some(was.unwrap_or(false));
         if (changed_flag("public", original.public) || changed_flag("hidden", original.hidden))
             && !may_publish
         {

@@ -203,16 +203,7 @@ async fn create(app: &AppState, req: &Req) -> ApiResult<Response> {
     let new = NewFederation {
         name: text("name"),
         hostcluster: text("hostcluster_id"),
-        member_ids: doc
-            .get("member_ids")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default(),
+        member_ids: doc.get("member_ids").cloned(),
         properties: doc.get("properties").and_then(Value::as_object).cloned(),
     };
     let stored = app.services.federations().create(&req.ctx, new).await?;

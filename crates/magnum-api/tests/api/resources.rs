@@ -574,3 +574,45 @@ async fn deeply_nested_label_literal_is_a_400() {
     }
     assert_eq!(s.get(READER, &path).await.body["labels"], t["labels"]);
 }
+
+/// A template stored with NULL `public`/`hidden` (rows upstream's older releases wrote) shows
+/// them as false; a PATCH that leaves them alone needs no publish right.
+#[tokio::test]
+async fn patching_a_template_with_null_flags_needs_no_publish_right() {
+    use sea_orm::ConnectionTrait;
+    let s = start().await;
+    let t = create(&s, MEMBER, "legacy").await;
+    let uuid = t["uuid"].as_str().unwrap();
+    s.db.conn()
+        .execute_unprepared(&format!(
+            "UPDATE cluster_template SET public = NULL, hidden = NULL WHERE uuid = '{uuid}'"
+        ))
+        .await
+        .unwrap();
+    let path = format!("/v1/clustertemplates/{uuid}");
+    let r = s
+        .send(
+            MEMBER,
+            "PATCH",
+            &path,
+            &json!([{"op": "replace", "path": "/name", "value": "renamed"}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["name"], "renamed");
+    assert_eq!(r.body["public"], false);
+    // Setting the flag still needs it.
+    let r = s
+        .send(
+            MEMBER,
+            "PATCH",
+            &path,
+            &json!([{"op": "replace", "path": "/public", "value": true}]),
+        )
+        .await;
+    assert_error(
+        &r,
+        403,
+        "Not authorized to set public or hidden flag for cluster template.",
+    );
+}
