@@ -157,6 +157,32 @@ impl Cli {
         serde_json::from_str(&text[start..]).unwrap_or_else(|e| panic!("{args:?}: {e}: {text}"))
     }
 
+    /// `coe cluster template create NAME` as `cloud` (kubernetes, external network `public`),
+    /// with `image` and any further options; the created template.
+    pub(crate) fn create_template(
+        &self,
+        cloud: &str,
+        name: &str,
+        image: &str,
+        extra: &[&str],
+    ) -> Value {
+        let mut args = vec![
+            "coe",
+            "cluster",
+            "template",
+            "create",
+            name,
+            "--coe",
+            "kubernetes",
+            "--image",
+            image,
+            "--external-network",
+            "public",
+        ];
+        args.extend_from_slice(extra);
+        self.json(cloud, &args)
+    }
+
     /// Run and expect success; return stdout.
     pub(crate) fn ok(&self, cloud: &str, args: &[&str]) -> String {
         let out = self.run(cloud, args);
@@ -242,23 +268,11 @@ fn openstack_coe_commands_as_each_persona() {
     let alt = env["MAGNUM_TEST_ALT_PROJECT_ID"].clone();
 
     // Cluster templates.
-    let created = cli.json(
+    let created = cli.create_template(
         "demo-member",
-        &[
-            "coe",
-            "cluster",
-            "template",
-            "create",
-            "k8s",
-            "--coe",
-            "kubernetes",
-            "--image",
-            "fedora-coreos-40",
-            "--external-network",
-            "public",
-            "--label",
-            "kube_tag=v1.30.4",
-        ],
+        "k8s",
+        "fedora-coreos-40",
+        &["--label", "kube_tag=v1.30.4"],
     );
     assert_eq!(created["name"], "k8s");
     assert_eq!(created["project_id"].as_str(), Some(demo.as_str()));

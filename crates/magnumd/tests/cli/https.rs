@@ -21,26 +21,6 @@ struct TestPki {
     key: PathBuf,
 }
 
-/// A template in the demo project, made by the demo member with the real client.
-fn create_template(cli: &Cli, name: &str) -> serde_json::Value {
-    cli.json(
-        "demo-member",
-        &[
-            "coe",
-            "cluster",
-            "template",
-            "create",
-            name,
-            "--coe",
-            "kubernetes",
-            "--image",
-            "fedora-coreos-40",
-            "--external-network",
-            "public",
-        ],
-    )
-}
-
 fn openssl(args: &[&str]) {
     let st = Command::new("openssl")
         .args(args)
@@ -149,7 +129,7 @@ fn api_serves_the_openstack_client_over_https() {
         clouds: Some(env["OS_CLIENT_CONFIG_FILE"].clone()),
         global: vec!["--os-cacert".into(), pki.ca.display().to_string()],
     };
-    let created = create_template(&with_ca, "tls-k8s");
+    let created = with_ca.create_template("demo-member", "tls-k8s", "fedora-coreos-40", &[]);
     assert_eq!(created["name"], "tls-k8s");
     let listed = with_ca.json("demo-member", &["coe", "cluster", "template", "list"]);
     assert!(
@@ -274,7 +254,7 @@ fn keystone_over_https_is_trusted_through_cafile_or_insecure() {
         clouds: Some(env["OS_CLIENT_CONFIG_FILE"].clone()),
         global: Vec::new(),
     };
-    let created = create_template(&cli, "ks-tls");
+    let created = cli.create_template("demo-member", "ks-tls", "fedora-coreos-40", &[]);
     assert_eq!(created["name"], "ks-tls");
     assert_eq!(
         created["project_id"].as_str(),

@@ -90,23 +90,11 @@ fn nodegroups(cli: &Cli, cloud: &str, cluster: &str) -> Vec<Value> {
 /// The whole life of one cluster as `cloud` (a persona allowed to manage clusters).
 pub(crate) fn cluster_lifecycle(cli: &Cli, cloud: &str, work: &Path) {
     let template = |name: &str, kube: &str| {
-        cli.json(
+        cli.create_template(
             cloud,
-            &[
-                "coe",
-                "cluster",
-                "template",
-                "create",
-                name,
-                "--coe",
-                "kubernetes",
-                "--image",
-                "ubuntu-2204",
-                "--external-network",
-                "public",
-                "--label",
-                &format!("kube_tag={kube}"),
-            ],
+            name,
+            "ubuntu-2204",
+            &["--label", &format!("kube_tag={kube}")],
         )
     };
     template("life-v130", "v1.30.4");
