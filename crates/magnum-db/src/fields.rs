@@ -30,6 +30,8 @@ pub enum FieldError {
     NoColumn(String),
     #[error("column {column} cannot hold {value:?}")]
     Type { column: String, value: FieldValue },
+    #[error("column {column}: {reason}")]
+    Set { column: String, reason: String },
 }
 
 /// Column access by name for every table's row type.
@@ -93,9 +95,9 @@ impl<M: ModelTrait> RowFields for M {
             (Sql::String(_), FieldValue::Text(s)) => Sql::String(Some(s)),
             (_, v) => return Err(bad(v)),
         };
-        self.try_set(col, new).map_err(|e| FieldError::Type {
-            column: format!("{name} ({e})"),
-            value: FieldValue::Null,
+        self.try_set(col, new).map_err(|e| FieldError::Set {
+            column: name.to_owned(),
+            reason: e.to_string(),
         })
     }
 }

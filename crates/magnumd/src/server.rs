@@ -69,38 +69,39 @@ pub fn keystone_client(cfg: &Config) -> Result<Keystone, Failure> {
         .clone()
         .or_else(|| k.www_authenticate_uri.clone())
         .ok_or_else(|| missing("auth_url"))?;
-    let settings =
-        KeystoneSettings {
-            auth_url: auth_url.clone(),
-            username: k.username.clone().ok_or_else(|| missing("username"))?,
-            password: k
-                .password
-                .as_ref()
-                .map(|p| p.expose().to_owned())
-                .ok_or_else(|| missing("password"))?,
-            user_domain_name: k
-                .user_domain_name
-                .clone()
-                .unwrap_or_else(|| "Default".into()),
-            project_name: k
-                .project_name
-                .clone()
-                .ok_or_else(|| missing("project_name"))?,
-            project_domain_name: k
-                .project_domain_name
-                .clone()
-                .unwrap_or_else(|| "Default".into()),
-            timeout: Duration::from_secs_f64(cfg.keystone_auth.timeout.max(1.0)),
-            token_cache_time: Duration::from_secs(u64::try_from(k.token_cache_time).unwrap_or(0)),
-            // Read once at start, before anything is served.
-            ca_pem: match k.cafile.as_deref().filter(|f| !f.is_empty()) {
-                None => None,
-                Some(f) => Some(std::fs::read(f).map_err(|e| {
-                    Failure::Config(format!("[keystone_authtoken] cafile {f}: {e}"))
-                })?),
-            },
-            insecure: k.insecure,
-        };
+    // Read once at start, before anything is served.
+    let ca_pem = match k.cafile.as_deref().filter(|f| !f.is_empty()) {
+        None => None,
+        Some(f) => Some(
+            std::fs::read(f)
+                .map_err(|e| Failure::Config(format!("[keystone_authtoken] cafile {f}: {e}")))?,
+        ),
+    };
+    let settings = KeystoneSettings {
+        auth_url: auth_url.clone(),
+        username: k.username.clone().ok_or_else(|| missing("username"))?,
+        password: k
+            .password
+            .as_ref()
+            .map(|p| p.expose().to_owned())
+            .ok_or_else(|| missing("password"))?,
+        user_domain_name: k
+            .user_domain_name
+            .clone()
+            .unwrap_or_else(|| "Default".into()),
+        project_name: k
+            .project_name
+            .clone()
+            .ok_or_else(|| missing("project_name"))?,
+        project_domain_name: k
+            .project_domain_name
+            .clone()
+            .unwrap_or_else(|| "Default".into()),
+        timeout: Duration::from_secs_f64(cfg.keystone_auth.timeout.max(1.0)),
+        token_cache_time: Duration::from_secs(u64::try_from(k.token_cache_time).unwrap_or(0)),
+        ca_pem,
+        insecure: k.insecure,
+    };
     Keystone::new(settings).map_err(|e| match e {
         magnum_openstack::keystone::KeystoneError::Config(_) => Failure::Config(e.to_string()),
         other => Failure::Runtime(other.to_string()),
