@@ -94,6 +94,7 @@ impl Auth {
                     project_domain_id: info.project_domain_id,
                     system_scope: info.system_scope,
                     roles: info.roles,
+                    user_token: Some(magnum_core::UserToken::new(token, info.body)),
                     ..RequestContext::default()
                 })
             }

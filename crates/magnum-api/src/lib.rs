@@ -19,8 +19,9 @@ use magnum_core::policy::Enforcer;
 use magnum_db::Database;
 
 pub use auth::Auth;
+pub use magnum_service::validate::{Flavor, Found, Image, Named};
 pub use magnum_service::{
-    KeystoneValidator, NoValidation, ResourceValidator, ServiceSettings, Services, TemplateFacts,
+    Lookups, NoValidation, OpenStackValidator, ResourceValidator, ServiceSettings, Services,
 };
 
 /// What the API needs from magnum.conf.

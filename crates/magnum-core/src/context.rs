@@ -2,8 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The caller as storage and policy see it. Tokens are deliberately not part of this type:
-/// storage never needs them, so they cannot leak from here into logs or errors.
+/// The caller as storage and policy see it. The caller's token rides along only as a
+/// [`UserToken`], which is never serialized and never printed, so it cannot leak from here
+/// into logs, messages or errors.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestContext {
     pub user_id: Option<String>,
@@ -21,6 +22,42 @@ pub struct RequestContext {
     /// `?all_tenants=true` by an admin: lift the tenant filter.
     pub all_tenants: bool,
     pub request_id: Option<String>,
+    /// The caller's validated Keystone token, for calls to other OpenStack services on the
+    /// caller's behalf (Glance, Nova, Neutron see what the caller may see).
+    #[serde(skip)]
+    pub user_token: Option<UserToken>,
+}
+
+/// A validated Keystone token and the body Keystone described it with (roles, catalogue).
+#[derive(Clone, PartialEq, Eq)]
+pub struct UserToken {
+    token: std::sync::Arc<str>,
+    body: std::sync::Arc<serde_json::Value>,
+}
+
+impl UserToken {
+    pub fn new(token: &str, body: std::sync::Arc<serde_json::Value>) -> Self {
+        Self {
+            token: token.into(),
+            body,
+        }
+    }
+
+    /// The token itself: only for an `X-Auth-Token` header.
+    pub fn secret(&self) -> &str {
+        &self.token
+    }
+
+    /// Keystone's token body (`{"token": {...}}`), catalogue included.
+    pub fn body(&self) -> &serde_json::Value {
+        &self.body
+    }
+}
+
+impl std::fmt::Debug for UserToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("UserToken([redacted])")
+    }
 }
 
 impl RequestContext {

@@ -9,7 +9,7 @@ pub mod model;
 pub mod py;
 pub mod status;
 
-pub use context::RequestContext;
+pub use context::{RequestContext, UserToken};
 pub use error::{Error, ErrorKind, Result};
 pub mod config;
 pub mod policy;

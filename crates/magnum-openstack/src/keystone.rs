@@ -53,6 +53,9 @@ pub struct TokenInfo {
     pub system_scope: Option<String>,
     pub roles: Vec<String>,
     pub expires_at: Option<DateTime<Utc>>,
+    /// Keystone's whole answer (`{"token": {...}}`, catalogue included), for sessions that
+    /// act as the caller.
+    pub body: std::sync::Arc<Value>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -323,6 +326,7 @@ pub fn parse_token(body: &Value) -> Option<TokenInfo> {
             .as_str()
             .and_then(|e| DateTime::parse_from_rfc3339(e).ok())
             .map(|e| e.with_timezone(&Utc)),
+        body: std::sync::Arc::new(body.clone()),
     })
 }
 

@@ -237,17 +237,35 @@ impl Clusters<'_> {
         let fixed_subnet = or_template(req.fixed_subnet, &t.fixed_subnet);
         let floating_ip_enabled = req.floating_ip_enabled.unwrap_or(t.floating_ip_enabled);
         let master_lb_enabled = req.master_lb_enabled.unwrap_or(t.master_lb_enabled);
-        // Image, flavors, networks and labels go to the other services' checks.
-        let mut resources = Map::new();
+        let mut checks = self.s.checks(ctx);
+        let boot = self
+            .s
+            .boot_volume_size(Some(&Value::Object(labels.clone())));
+        checks.root_disk(flavor_id.as_deref(), &boot).await?;
+        checks.root_disk(master_flavor_id.as_deref(), &boot).await?;
         let opt = |v: &Option<String>| v.clone().map_or(Value::Null, Value::String);
-        resources.insert("image_id".into(), opt(&t.image_id));
-        resources.insert("flavor_id".into(), opt(&flavor_id));
-        resources.insert("master_flavor_id".into(), opt(&master_flavor_id));
-        resources.insert("external_network_id".into(), opt(&t.external_network_id));
-        resources.insert("fixed_network".into(), opt(&fixed_network));
-        resources.insert("fixed_subnet".into(), opt(&fixed_subnet));
-        resources.insert("labels".into(), Value::Object(labels.clone()));
-        self.s.validator.validate_template(ctx, &resources).await?;
+        let mut template = Map::new();
+        for (k, v) in [
+            ("image_id", &t.image_id),
+            ("flavor_id", &t.flavor_id),
+            ("master_flavor_id", &t.master_flavor_id),
+            ("external_network_id", &t.external_network_id),
+            ("fixed_network", &t.fixed_network),
+            ("fixed_subnet", &t.fixed_subnet),
+        ] {
+            template.insert(k.into(), opt(v));
+        }
+        let mut cluster = Map::new();
+        for (k, v) in [
+            ("flavor_id", &flavor_id),
+            ("master_flavor_id", &master_flavor_id),
+            ("fixed_network", &fixed_network),
+            ("fixed_subnet", &fixed_subnet),
+            ("keypair", &keypair),
+        ] {
+            cluster.insert(k.into(), opt(v));
+        }
+        checks.os_resources(&template, Some(&cluster)).await?;
         if master_count > 1 && master_lb_enabled != Some(true) {
             return Err(invalid(
                 "master_count must be 1 when master_lb_enabled is False".into(),
@@ -339,6 +357,13 @@ impl Clusters<'_> {
         change: ClusterChange,
     ) -> Result<()> {
         ClusterOp::Update.check(c.status.as_deref())?;
+        let mut checks = self.s.checks(ctx);
+        let labels: Option<Value> = loads(c.labels.as_deref());
+        let boot = self.s.boot_volume_size(labels.as_ref());
+        checks.root_disk(c.flavor_id.as_deref(), &boot).await?;
+        checks
+            .root_disk(c.master_flavor_id.as_deref(), &boot)
+            .await?;
         let message = ClusterUpdate {
             cluster_uuid: c.uuid.clone().unwrap_or_default(),
             node_count: change.node_count,

@@ -23,7 +23,7 @@ use magnum_db::Database;
 use magnum_rpc::ConductorApi;
 
 pub use compat::UnsavedRows;
-pub use validate::{KeystoneValidator, NoValidation, ResourceValidator, TemplateFacts};
+pub use validate::{Checks, Lookups, NoValidation, OpenStackValidator, ResourceValidator};
 
 /// The options of magnum.conf the domain rules use.
 #[derive(Clone, Debug)]
@@ -64,6 +64,20 @@ pub struct Services {
 }
 
 impl Services {
+    /// The OpenStack checks of one request, acting as its caller.
+    pub fn checks(&self, ctx: &magnum_core::RequestContext) -> Checks {
+        Checks::new(self.validator.lookups(ctx))
+    }
+
+    /// The boot volume size a resource with `labels` gets: the `boot_volume_size` label,
+    /// else `[cinder] default_boot_volume_size`.
+    pub fn boot_volume_size(&self, labels: Option<&serde_json::Value>) -> serde_json::Value {
+        labels
+            .and_then(|l| l.get("boot_volume_size"))
+            .cloned()
+            .unwrap_or_else(|| self.settings.default_boot_volume_size.into())
+    }
+
     pub fn new(
         db: Database,
         conductor: Arc<dyn ConductorApi>,

@@ -325,6 +325,13 @@ impl Nodegroups<'_> {
             _ => cluster_labels,
         };
         doc.insert("labels".into(), Value::Object(labels.clone()));
+        // The cluster's labels decide the boot volume, as upstream reads them.
+        let cluster_labels: Option<Value> = loads(c.labels.as_deref());
+        let boot = self.s.boot_volume_size(cluster_labels.as_ref());
+        self.s
+            .checks(ctx)
+            .root_disk(doc.get("flavor_id").and_then(Value::as_str), &boot)
+            .await?;
         let uuid = uuid::Uuid::new_v4().to_string();
         let project_id = ctx.project_id.clone().unwrap_or_default();
         let json_text = |k: &str| doc.get(k).filter(|v| !v.is_null()).map(dumps);
@@ -410,6 +417,12 @@ impl Nodegroups<'_> {
         ng: &NodeGroup,
         patch: NodegroupPatch,
     ) -> Result<NodeGroup> {
+        let cluster_labels: Option<Value> = loads(c.labels.as_deref());
+        let boot = self.s.boot_volume_size(cluster_labels.as_ref());
+        self.s
+            .checks(ctx)
+            .root_disk(ng.flavor_id.as_deref(), &boot)
+            .await?;
         check_nodegroup(
             Some(&ng.name),
             ng.role.as_deref(),

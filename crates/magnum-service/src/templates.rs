@@ -167,11 +167,12 @@ impl Templates<'_> {
         mut doc: TemplateAttrs,
         may_publish: bool,
     ) -> Result<ClusterTemplate> {
-        let facts = self.s.validator.validate_template(ctx, &doc).await?;
-        if let Some(distro) = facts.os_distro.clone() {
+        let mut checks = self.s.checks(ctx);
+        let image = checks.os_resources(&doc, None).await?;
+        if let Some(distro) = image.as_ref().and_then(|i| i.os_distro.clone()) {
             doc.insert("cluster_distro".into(), Value::String(distro));
         }
-        let driver = self.pick_driver(text(&doc, "driver"), facts.image_driver.clone())?;
+        let driver = self.pick_driver(text(&doc, "driver"), image.and_then(|i| i.magnum_driver))?;
         doc.insert(
             "driver".into(),
             driver.map(Value::String).unwrap_or(Value::Null),
@@ -182,6 +183,13 @@ impl Templates<'_> {
             return Err(Error::Forbidden {
                 message: NOT_PUBLISHER.into(),
             });
+        }
+        // Upstream checks the flavors the body names, a null one included.
+        let boot = self.s.boot_volume_size(doc.get("labels"));
+        for key in ["flavor_id", "master_flavor_id"] {
+            if let Some(v) = doc.get(key) {
+                checks.root_disk(v.as_str(), &boot).await?;
+            }
         }
         if text(&doc, "name").is_none_or(|n| n.is_empty()) {
             doc.insert("name".into(), Value::String(generate_name("template")));
@@ -224,7 +232,8 @@ impl Templates<'_> {
         doc: TemplateAttrs,
         may_publish: bool,
     ) -> Result<ClusterTemplate> {
-        self.s.validator.validate_template(ctx, &doc).await?;
+        let mut checks = self.s.checks(ctx);
+        checks.os_resources(&doc, None).await?;
         // As the API shows them: a NULL flag reads false, so leaving it alone is no change.
         let changed_flag =
             |k: &str, was: Option<bool>| boolean(&doc, k) != Some(was.unwrap_or(false));
@@ -234,6 +243,14 @@ impl Templates<'_> {
             return Err(Error::Forbidden {
                 message: NOT_PUBLISHER.into(),
             });
+        }
+        // The stored labels decide the boot volume, as upstream reads them.
+        let stored_labels: Option<Value> = loads(original.labels.as_deref());
+        let boot = self.s.boot_volume_size(stored_labels.as_ref());
+        for key in ["flavor_id", "master_flavor_id"] {
+            checks
+                .root_disk(doc.get(key).and_then(Value::as_str), &boot)
+                .await?;
         }
         let mut modified = original.clone();
         apply_doc(&mut modified, &doc);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use magnum_api::{
-    ApiSettings, AppState, Auth, KeystoneValidator, NoValidation, ResourceValidator,
+    ApiSettings, AppState, Auth, NoValidation, OpenStackValidator, ResourceValidator,
     ServiceSettings, Services,
 };
 use magnum_core::config::Config;
@@ -175,9 +175,22 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
     } else {
         open_database(cfg).await?
     };
+    let openstack = Arc::new(
+        magnum_openstack::OpenStack::new(crate::settings::openstack_settings(cfg)?)
+            .map_err(|e| Failure::Config(e.to_string()))?,
+    );
     let validator: Arc<dyn ResourceValidator> = match &auth {
-        Auth::Keystone { keystone, .. } => Arc::new(KeystoneValidator {
-            keystone: keystone.clone(),
+        Auth::Keystone { keystone, .. } => Arc::new(OpenStackValidator {
+            keystone: Some(keystone.clone()),
+            openstack: openstack.clone(),
+            as_service: false,
+        }),
+        // The embedded default checks nothing, unless service credentials say where the
+        // cloud is.
+        Auth::NoAuth if openstack.has_service_credentials() => Arc::new(OpenStackValidator {
+            keystone: None,
+            openstack: openstack.clone(),
+            as_service: true,
         }),
         Auth::NoAuth => Arc::new(NoValidation),
     };

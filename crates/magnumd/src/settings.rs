@@ -82,3 +82,135 @@ pub fn embedded_defaults(
     }
     Ok(())
 }
+
+/// How Magnum reaches OpenStack services: `[keystone_auth]` (service credentials, session
+/// options) and each `[<service>_client]` (region, interface). Files are read once, here.
+pub fn openstack_settings(cfg: &Config) -> Result<magnum_openstack::OpenStackSettings, Failure> {
+    use magnum_openstack::{EndpointFilter, NamedRef, Scope, ServiceCredentials, ServiceType};
+    let k = &cfg.keystone_auth;
+    let some = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
+    let auth_url = some(&k.auth_url).or_else(|| some(&cfg.keystone_authtoken.www_authenticate_uri));
+    let user = NamedRef {
+        id: some(&k.user_id),
+        name: some(&k.username),
+        domain_id: some(&k.user_domain_id).or_else(|| some(&k.default_domain_id)),
+        domain_name: some(&k.user_domain_name).or_else(|| some(&k.default_domain_name)),
+    };
+    let credentials = match k.auth_type.trim() {
+        "password" => match k.password.as_ref() {
+            Some(p) if user.id.is_some() || user.name.is_some() => {
+                let scope = if some(&k.project_id).is_some() || some(&k.project_name).is_some() {
+                    Scope::Project(NamedRef {
+                        id: some(&k.project_id),
+                        name: some(&k.project_name),
+                        domain_id: some(&k.project_domain_id)
+                            .or_else(|| some(&k.default_domain_id)),
+                        domain_name: some(&k.project_domain_name)
+                            .or_else(|| some(&k.default_domain_name)),
+                    })
+                } else if some(&k.domain_id).is_some() || some(&k.domain_name).is_some() {
+                    Scope::Domain {
+                        id: some(&k.domain_id),
+                        name: some(&k.domain_name),
+                    }
+                } else if some(&k.system_scope).is_some() {
+                    Scope::System
+                } else {
+                    Scope::Unscoped
+                };
+                Some(ServiceCredentials::Password {
+                    user,
+                    password: p.expose().to_owned(),
+                    scope,
+                })
+            }
+            _ => None,
+        },
+        "v3applicationcredential" => {
+            let secret = k.application_credential_secret.as_ref().ok_or_else(|| {
+                Failure::Config(
+                    "[keystone_auth] application_credential_secret must be set with auth_type = v3applicationcredential".into(),
+                )
+            })?;
+            let id = some(&k.application_credential_id);
+            let name = some(&k.application_credential_name);
+            if id.is_none() && (name.is_none() || (user.id.is_none() && user.name.is_none())) {
+                return Err(Failure::Config(
+                    "[keystone_auth] v3applicationcredential needs application_credential_id, or application_credential_name with the user".into(),
+                ));
+            }
+            Some(ServiceCredentials::ApplicationCredential {
+                id,
+                name,
+                user: (user.id.is_some() || user.name.is_some()).then_some(user),
+                secret: secret.expose().to_owned(),
+            })
+        }
+        other => {
+            return Err(Failure::Config(format!(
+                "[keystone_auth] auth_type \"{other}\" is not supported: use password or v3applicationcredential"
+            )));
+        }
+    };
+    let ca_pem = match k.cafile.as_deref().filter(|f| !f.is_empty()) {
+        None => None,
+        Some(f) => Some(
+            std::fs::read(f)
+                .map_err(|e| Failure::Config(format!("[keystone_auth] cafile {f}: {e}")))?,
+        ),
+    };
+    let filter = |region: &Option<String>, endpoint_type: &str| {
+        EndpointFilter::new(region.clone(), endpoint_type)
+    };
+    let endpoints = [
+        (
+            ServiceType::Image,
+            filter(
+                &cfg.glance_client.region_name,
+                &cfg.glance_client.endpoint_type,
+            ),
+        ),
+        (
+            ServiceType::Compute,
+            filter(&cfg.nova_client.region_name, &cfg.nova_client.endpoint_type),
+        ),
+        (
+            ServiceType::Network,
+            filter(
+                &cfg.neutron_client.region_name,
+                &cfg.neutron_client.endpoint_type,
+            ),
+        ),
+        (
+            ServiceType::BlockStorage,
+            filter(
+                &cfg.cinder_client.region_name,
+                &cfg.cinder_client.endpoint_type,
+            ),
+        ),
+        (
+            ServiceType::LoadBalancer,
+            filter(
+                &cfg.octavia_client.region_name,
+                &cfg.octavia_client.endpoint_type,
+            ),
+        ),
+        (
+            ServiceType::KeyManager,
+            filter(
+                &cfg.barbican_client.region_name,
+                &cfg.barbican_client.endpoint_type,
+            ),
+        ),
+    ]
+    .into_iter()
+    .collect();
+    Ok(magnum_openstack::OpenStackSettings {
+        auth_url,
+        credentials,
+        timeout: Duration::from_secs_f64(k.timeout.max(1.0)),
+        ca_pem,
+        insecure: k.insecure,
+        endpoints,
+    })
+}

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 
 use magnum_api::{ApiSettings, AppState, Auth, ServiceSettings, Services};
-use magnum_api::{ResourceValidator, TemplateFacts};
+use magnum_api::{Flavor, Found, Image, Lookups, Named, ResourceValidator};
 use magnum_core::RequestContext;
 use magnum_core::policy::{Enforcer, PolicyOptions};
 use magnum_db::{Database, DbSettings, DbUrl};
 use magnum_testkit::db::{self, ServerDb};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 pub struct Server {
     pub base: String,
@@ -25,29 +25,42 @@ pub struct Server {
 /// Every RPC the API sends is recorded by the testkit's fake conductor.
 pub use magnum_testkit::fake_conductor::{CA_PEM, FakeConductor, SIGNED_PEM};
 
-/// A stand-in for Glance in tests: knows a few images; anything else is not found.
+/// A stand-in for Glance in tests: knows a few images; anything else is not found. Flavors,
+/// networks and keypairs are not checked.
 pub struct FakeImages;
 
+struct FakeLookups;
+
+#[async_trait::async_trait]
+impl Lookups for FakeLookups {
+    async fn image(&mut self, name: &str) -> magnum_core::Result<Option<Found<Image>>> {
+        Ok(Some(match name {
+            "fedora-coreos-40" | "ubuntu-jammy" => Found::One(Image {
+                id: format!("{name}-id"),
+                name: Some(name.into()),
+                os_distro: Some("fedora-coreos".into()),
+                magnum_driver: None,
+            }),
+            _ => Found::None,
+        }))
+    }
+    async fn flavors(&mut self) -> magnum_core::Result<Option<Vec<Flavor>>> {
+        Ok(None)
+    }
+    async fn networks(&mut self, _external: bool) -> magnum_core::Result<Option<Vec<Named>>> {
+        Ok(None)
+    }
+    async fn subnets(&mut self) -> magnum_core::Result<Option<Vec<Named>>> {
+        Ok(None)
+    }
+    async fn keypair_exists(&mut self, _name: &str) -> magnum_core::Result<Option<bool>> {
+        Ok(None)
+    }
+}
+
 impl ResourceValidator for FakeImages {
-    fn validate_template<'a>(
-        &'a self,
-        _ctx: &'a RequestContext,
-        doc: &'a Map<String, Value>,
-    ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = magnum_core::Result<TemplateFacts>> + Send + 'a>,
-    > {
-        Box::pin(async move {
-            match doc.get("image_id").and_then(Value::as_str) {
-                Some("fedora-coreos-40") | Some("ubuntu-jammy") => Ok(TemplateFacts {
-                    os_distro: Some("fedora-coreos".into()),
-                    image_driver: None,
-                }),
-                Some(other) => Err(magnum_core::Error::InvalidParameterValue {
-                    message: format!("Image {other} could not be found."),
-                }),
-                None => Ok(TemplateFacts::default()),
-            }
-        })
+    fn lookups(&self, _ctx: &RequestContext) -> Option<Box<dyn Lookups>> {
+        Some(Box::new(FakeLookups))
     }
 
     fn project_exists<'a>(

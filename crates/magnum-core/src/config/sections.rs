@@ -270,6 +270,12 @@ section! {
         system_scope: Option<String> = None;
         /// Trust to scope the service token to.
         trust_id: Option<String> = None;
+        /// Application credential id (`auth_type = v3applicationcredential`).
+        application_credential_id: Option<String> = None;
+        /// Application credential name, with the user that owns it.
+        application_credential_name: Option<String> = None;
+        /// Application credential secret.
+        application_credential_secret: Option<Secret> = None;
         /// Domain id used when neither user nor project domain is given.
         default_domain_id: Option<String> = None;
         /// Domain name used when neither user nor project domain is given.

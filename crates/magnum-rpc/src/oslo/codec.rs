@@ -119,6 +119,7 @@ pub fn context_from_wire(m: &Map<String, Value>) -> RequestContext {
         is_admin: b("is_admin"),
         all_tenants: b("all_tenants"),
         request_id: s("request_id"),
+        user_token: None,
     }
 }
 
