@@ -46,7 +46,7 @@ pub struct Conductor {
 impl Conductor {
     /// The conductor of `magnumd`: drivers, certificate store and notifier per magnum.conf.
     pub fn from_config(cfg: &Config, db: Database) -> Result<Self> {
-        Self::from_config_with(cfg, db, None)
+        Self::from_config_with(cfg, db, None, None)
     }
 
     /// As [`Conductor::from_config`], with the RabbitMQ publisher for the `messaging` and
@@ -55,6 +55,7 @@ impl Conductor {
         cfg: &Config,
         db: Database,
         publisher: Option<magnum_rpc::oslo::NotificationPublisher>,
+        openstack: Option<Arc<magnum_openstack::OpenStack>>,
     ) -> Result<Self> {
         let simulated = Arc::new(SimulatedDriver::new(&cfg.simulated_driver));
         let drivers: Vec<Arc<dyn Driver>> = vec![simulated.clone()];
@@ -63,7 +64,10 @@ impl Conductor {
             &cfg.drivers.disabled_drivers,
             &cfg.drivers.enabled_beta_drivers,
         );
-        let pki = ClusterPki::new(store_from_config(cfg, &db)?, X509Options::from(&cfg.x509));
+        let pki = ClusterPki::new(
+            store_from_config(cfg, &db, openstack)?,
+            X509Options::from(&cfg.x509),
+        );
         let c = Self::new(
             db,
             registry,

@@ -151,12 +151,13 @@ pub async fn status(cfg: &Config, config_dirs: &[std::path::PathBuf]) -> Result<
     }
     let store = match cfg.certificates.cert_manager_type.as_str() {
         "x509keypair" => Ok("x509keypair (in the database)".to_owned()),
+        "barbican" => barbican_check(cfg).await,
         "local" => Ok(format!(
             "local, in {} (for tests only)",
             cfg.certificates.storage_path
         )),
         other => Err(format!(
-            "[certificates] cert_manager_type = {other} is not available; use x509keypair"
+            "[certificates] cert_manager_type = {other} is not available; use barbican or x509keypair"
         )),
     };
     report("certificates", store);
@@ -166,4 +167,19 @@ pub async fn status(cfg: &Config, config_dirs: &[std::path::PathBuf]) -> Result<
         return Err(Failure::Runtime(format!("{failed} check(s) failed")));
     }
     Ok(())
+}
+
+/// Barbican needs the service user to authenticate and the catalogue to list key-manager.
+async fn barbican_check(cfg: &Config) -> Result<String, String> {
+    let settings = crate::settings::openstack_settings(cfg).map_err(|e| e.to_string())?;
+    if settings.credentials.is_none() || settings.auth_url.is_none() {
+        return Err("[certificates] cert_manager_type = barbican needs Magnum's service credentials in [keystone_auth]".into());
+    }
+    let os =
+        std::sync::Arc::new(magnum_openstack::OpenStack::new(settings).map_err(|e| e.to_string())?);
+    let session = os.service_session().await.map_err(|e| e.to_string())?;
+    let url = session
+        .endpoint(magnum_openstack::ServiceType::KeyManager)
+        .map_err(|e| e.to_string())?;
+    Ok(format!("barbican at {url}"))
 }

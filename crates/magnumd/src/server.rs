@@ -175,10 +175,7 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
     } else {
         open_database(cfg).await?
     };
-    let openstack = Arc::new(
-        magnum_openstack::OpenStack::new(crate::settings::openstack_settings(cfg)?)
-            .map_err(|e| Failure::Config(e.to_string()))?,
-    );
+    let openstack = openstack(cfg)?;
     let validator: Arc<dyn ResourceValidator> = match &auth {
         Auth::Keystone { keystone, .. } => Arc::new(OpenStackValidator {
             keystone: Some(keystone.clone()),
@@ -211,8 +208,13 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
         } else {
             None
         };
-        let conductor = magnum_conductor::Conductor::from_config_with(cfg, db.clone(), publisher)
-            .map_err(|e| Failure::Config(e.to_string()))?;
+        let conductor = magnum_conductor::Conductor::from_config_with(
+            cfg,
+            db.clone(),
+            publisher,
+            Some(openstack.clone()),
+        )
+        .map_err(|e| Failure::Config(e.to_string()))?;
         inproc.connect(Arc::new(conductor.clone()));
         tracing::info!(
             host = %cfg.default.host,
@@ -331,6 +333,13 @@ async fn broker(cfg: &Config) -> Result<magnum_rpc::oslo::OsloHandle, Failure> {
         .map_err(|e| Failure::Config(e.to_string()))
 }
 
+/// The one OpenStack client of the process (connection pool, service token).
+fn openstack(cfg: &Config) -> Result<Arc<magnum_openstack::OpenStack>, Failure> {
+    magnum_openstack::OpenStack::new(crate::settings::openstack_settings(cfg)?)
+        .map(Arc::new)
+        .map_err(|e| Failure::Config(e.to_string()))
+}
+
 async fn open_database(cfg: &Config) -> Result<Database, Failure> {
     let db = Database::connect(db_settings(cfg)?)
         .await
@@ -349,8 +358,13 @@ pub async fn run_conductor(cfg: &Config) -> Result<(), Failure> {
     let handle = broker(cfg).await?;
     let publisher = handle.notifier();
     let publisher = publisher.is_enabled().then_some(publisher);
-    let conductor = magnum_conductor::Conductor::from_config_with(cfg, db.clone(), publisher)
-        .map_err(|e| Failure::Config(e.to_string()))?;
+    let conductor = magnum_conductor::Conductor::from_config_with(
+        cfg,
+        db.clone(),
+        publisher,
+        Some(openstack(cfg)?),
+    )
+    .map_err(|e| Failure::Config(e.to_string()))?;
     let codec = Arc::new(magnum_service::compat::codec::MagnumCodec::new(db));
     let server = handle.start_server(Arc::new(conductor.clone()), codec, None);
     let workers = conductor.spawn_workers();

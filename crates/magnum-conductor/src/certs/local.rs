@@ -186,7 +186,7 @@ fn delete_files(dir: &Path, reference: &str) -> Result<()> {
 
 #[async_trait]
 impl CertStore for LocalStore {
-    async fn store(&self, _ctx: &RequestContext, cert: &StoredCert) -> Result<String> {
+    async fn store(&self, _ctx: &RequestContext, _name: &str, cert: &StoredCert) -> Result<String> {
         let reference = uuid::Uuid::new_v4().to_string();
         let cert = cert.clone();
         let r = reference.clone();
@@ -239,7 +239,7 @@ mod tests {
         let store = LocalStore::new(&dir);
         let ctx = RequestContext::default();
 
-        let r = store.store(&ctx, &sample(true)).await.unwrap();
+        let r = store.store(&ctx, "c", &sample(true)).await.unwrap();
         assert!(uuid::Uuid::parse_str(&r).is_ok());
         assert_eq!(
             names(&dir),
@@ -255,7 +255,7 @@ mod tests {
         }
         assert_eq!(store.get(&ctx, &r).await.unwrap(), sample(true));
 
-        let r2 = store.store(&ctx, &sample(false)).await.unwrap();
+        let r2 = store.store(&ctx, "c", &sample(false)).await.unwrap();
         assert_eq!(store.get(&ctx, &r2).await.unwrap(), sample(false));
         assert_eq!(names(&dir).len(), 6);
 

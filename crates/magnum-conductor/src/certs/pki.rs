@@ -156,7 +156,7 @@ impl ClusterPki {
             &generated.front_proxy_ca,
             &generated.admin,
         ] {
-            match self.store.store(ctx, cert).await {
+            match self.store.store(ctx, issuer, cert).await {
                 Ok(r) => stored.push(r),
                 Err(e) => {
                     tracing::warn!(
@@ -588,11 +588,16 @@ mod tests {
 
     #[async_trait]
     impl CertStore for FailingStore {
-        async fn store(&self, ctx: &RequestContext, cert: &StoredCert) -> Result<String> {
+        async fn store(
+            &self,
+            ctx: &RequestContext,
+            name: &str,
+            cert: &StoredCert,
+        ) -> Result<String> {
             if self.calls.fetch_add(1, Ordering::SeqCst) + 1 == self.fail_at {
                 return Err(Error::DatabaseUnavailable("injected".into()));
             }
-            self.inner.store(ctx, cert).await
+            self.inner.store(ctx, name, cert).await
         }
         async fn get(&self, ctx: &RequestContext, reference: &str) -> Result<StoredCert> {
             self.inner.get(ctx, reference).await

@@ -24,7 +24,7 @@ impl X509KeyPairStore {
 
 #[async_trait]
 impl CertStore for X509KeyPairStore {
-    async fn store(&self, ctx: &RequestContext, cert: &StoredCert) -> Result<String> {
+    async fn store(&self, ctx: &RequestContext, _name: &str, cert: &StoredCert) -> Result<String> {
         let row = X509KeyPair {
             certificate: Some(cert.certificate.clone()),
             private_key: Some(cert.private_key.clone()),
@@ -84,7 +84,7 @@ mod tests {
         let (db, _dir) = sqlite_db().await;
         let store = X509KeyPairStore::new(db.clone());
         let alice = RequestContext::for_project("p1", "alice");
-        let r = store.store(&alice, &sample()).await.unwrap();
+        let r = store.store(&alice, "c", &sample()).await.unwrap();
         assert!(uuid::Uuid::parse_str(&r).is_ok());
 
         let row = db
