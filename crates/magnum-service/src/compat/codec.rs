@@ -708,10 +708,22 @@ impl MagnumCodec {
 #[async_trait]
 impl Codec for MagnumCodec {
     async fn encode_request(&self, msg: &Message) -> Result<WireRequest, RpcError> {
+        let mut context = context_to_wire(&msg.context);
+        // Python conductors act for the user with the user's own token, as upstream's API
+        // sends it; between our own processes no token travels.
+        if self.create_cluster_in_conductor
+            && let Some(token) = &msg.context.user_token
+        {
+            context.insert(
+                "auth_token".into(),
+                Value::String(token.secret().to_owned()),
+            );
+            context.insert("auth_token_info".into(), token.body().clone());
+        }
         Ok(WireRequest {
             method: msg.method.clone(),
             args: self.encode_args(msg).await?,
-            context: context_to_wire(&msg.context),
+            context,
         })
     }
 

@@ -808,3 +808,28 @@ async fn upstreams_new_cluster_creates_through_our_decoder() {
     assert_eq!(ngs[0].docker_volume_size, Some(5));
     assert_eq!(ngs[1].flavor_id.as_deref(), Some("m1.large"));
 }
+
+#[tokio::test]
+async fn the_users_token_travels_only_to_python_conductors() {
+    let (db, _dir) = temp_db().await;
+    let body = std::sync::Arc::new(json!({"token": {"user": {"id": "u"}, "catalog": []}}));
+    let mut with_token = msg(
+        m::CLUSTER_DELETE,
+        magnum_rpc::ClusterRef {
+            cluster_uuid: CLUSTER_UUID.into(),
+        },
+    );
+    with_token.context.user_token = Some(magnum_core::UserToken::new("gAAAAAtoken", body.clone()));
+    // Between our own processes: no token.
+    let ours = MagnumCodec::new(db.clone());
+    let w = ours.encode_request(&with_token).await.unwrap();
+    assert_eq!(w.context["auth_token"], Value::Null);
+    assert_eq!(w.context["auth_token_info"], Value::Null);
+    // A Python conductor acts for the user with the user's token, as upstream's API sends it.
+    let upstream = MagnumCodec::new(db).with_create_cluster_in_conductor(true);
+    let w = upstream.encode_request(&with_token).await.unwrap();
+    assert_eq!(w.context["auth_token"], "gAAAAAtoken");
+    assert_eq!(w.context["auth_token_info"], *body);
+    // Never in the context's Debug form.
+    assert!(!format!("{:?}", with_token.context).contains("gAAAAAtoken"));
+}
