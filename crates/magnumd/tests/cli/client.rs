@@ -543,7 +543,7 @@ fn openstack_coe_commands_as_each_persona() {
     );
 
     // A cluster's whole life, authenticated by Keystone, on MariaDB.
-    crate::lifecycle::cluster_lifecycle(&cli, "demo-member", work.path());
+    crate::lifecycle::cluster_lifecycle(&cli, "demo-member", work.path(), "ubuntu-2204", &[]);
 
     // A bad token is keystonemiddleware's 401; Keystone gone is a 503, never a hang.
     let reply = raw_get(api_port, "/v1/clustertemplates", "not-a-token");

@@ -16,7 +16,7 @@ use crate::client::{Cli, Running, free_port, repo_root};
 pub(crate) const FAST_SIMULATION: &str = "[simulated_driver]\ncreate_delay = 1\nupdate_delay = 0.5\ndelete_delay = 0.5\n\n\
      [conductor]\nsync_interval = 2\nreport_interval = 2\n\n[certificates]\ncert_manager_type = x509keypair\n";
 
-fn openssl(args: &[&str]) -> std::process::Output {
+pub(crate) fn openssl(args: &[&str]) -> std::process::Output {
     let out = Command::new("openssl").args(args).output().unwrap();
     assert!(
         out.status.success(),
@@ -27,7 +27,7 @@ fn openssl(args: &[&str]) -> std::process::Output {
 }
 
 /// The first PEM block in `text`.
-fn pem(text: &str) -> String {
+pub(crate) fn pem(text: &str) -> String {
     let start = text
         .find("-----BEGIN CERTIFICATE-----")
         .unwrap_or_else(|| panic!("no certificate in {text}"));
@@ -35,13 +35,13 @@ fn pem(text: &str) -> String {
     format!("{}\n", &text[start..end])
 }
 
-fn show(cli: &Cli, cloud: &str, cluster: &str) -> Value {
+pub(crate) fn show(cli: &Cli, cloud: &str, cluster: &str) -> Value {
     cli.json(cloud, &["coe", "cluster", "show", cluster])
 }
 
 /// Polls `cluster show` until its status is `want`; fails fast on an unexpected failure. A
 /// cast may not have been handled yet when this starts, so the old status is waited out too.
-fn wait_status(cli: &Cli, cloud: &str, cluster: &str, want: &str) -> Value {
+pub(crate) fn wait_status(cli: &Cli, cloud: &str, cluster: &str, want: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let c = show(cli, cloud, cluster);
@@ -88,14 +88,13 @@ fn nodegroups(cli: &Cli, cloud: &str, cluster: &str) -> Vec<Value> {
 }
 
 /// The whole life of one cluster as `cloud` (a persona allowed to manage clusters).
-pub(crate) fn cluster_lifecycle(cli: &Cli, cloud: &str, work: &Path) {
+/// Its templates use `image`, with `extra` options (flavors where the cloud checks them).
+pub(crate) fn cluster_lifecycle(cli: &Cli, cloud: &str, work: &Path, image: &str, extra: &[&str]) {
     let template = |name: &str, kube: &str| {
-        cli.create_template(
-            cloud,
-            name,
-            "ubuntu-2204",
-            &["--label", &format!("kube_tag={kube}")],
-        )
+        let label = format!("kube_tag={kube}");
+        let mut args = vec!["--label", label.as_str()];
+        args.extend_from_slice(extra);
+        cli.create_template(cloud, name, image, &args)
     };
     template("life-v130", "v1.30.4");
     let newer = template("life-v131", "v1.31.1");
@@ -346,5 +345,5 @@ fn cluster_lifecycle_on_sqlite_with_the_openstack_client() {
             format!("http://127.0.0.1:{port}/v1"),
         ],
     };
-    cluster_lifecycle(&cli, "", work.path());
+    cluster_lifecycle(&cli, "", work.path(), "ubuntu-2204", &[]);
 }

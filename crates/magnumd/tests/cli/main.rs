@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 mod client;
+mod cloud;
 mod crash;
 mod https;
 mod lifecycle;

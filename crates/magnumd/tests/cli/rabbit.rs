@@ -120,7 +120,7 @@ fn api_and_two_conductors_over_rabbitmq() {
         &format!("notifications_{tag}"),
     );
 
-    crate::lifecycle::cluster_lifecycle(&cli, "demo-member", w);
+    crate::lifecycle::cluster_lifecycle(&cli, "demo-member", w, "ubuntu-2204", &[]);
 
     // It received the conductors' CADF events, as upstream's conductor sends them.
     let events = listener.stop();

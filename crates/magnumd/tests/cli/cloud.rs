@@ -1,0 +1,569 @@
+//! magnumd in a real cloud: the real Keystone and the six real OpenStack API services that
+//! scripts/test starts once (test-support/openstack: Barbican, Glance, Nova, Neutron, Cinder,
+//! Octavia from PyPI, in region RealOne), driven with the real `openstack coe` client.
+//! Runs when MAGNUM_TEST_CLOUD names that cloud's directory.
+//!
+//! Each test registers its magnumd in a region of its own (identity and container-infra
+//! only), so tests never share a Magnum endpoint; the services stay in RealOne and every
+//! `[<service>_client] region_name` names it. The tests take one lock, because they stop
+//! services and count requests in the services' logs.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use magnum_testkit::ChildGuard;
+use magnum_testkit::db::{Server, ServerDb};
+use serde_json::Value;
+
+use crate::client::{Cli, authtoken_section, free_port, read_env, repo_root};
+use crate::lifecycle::{FAST_SIMULATION, show, wait_status};
+
+static CLOUD: Mutex<()> = Mutex::new(());
+
+/// The cloud's env.sh values (Keystone's and the services').
+#[derive(Clone)]
+pub(crate) struct Env {
+    pub(crate) ks: HashMap<String, String>,
+    pub(crate) os: HashMap<String, String>,
+}
+
+/// The cloud, held by one test at a time.
+pub(crate) struct Cloud {
+    env: Env,
+    _lock: std::sync::MutexGuard<'static, ()>,
+}
+
+impl std::ops::Deref for Cloud {
+    type Target = Env;
+    fn deref(&self) -> &Env {
+        &self.env
+    }
+}
+
+pub(crate) fn cloud() -> Option<Cloud> {
+    let dir = magnum_testkit::env_or_skip("MAGNUM_TEST_CLOUD")?;
+    let dir = PathBuf::from(dir);
+    let lock = CLOUD.lock().unwrap_or_else(|e| e.into_inner());
+    Some(Cloud {
+        env: Env {
+            ks: read_env(&dir.join("keystone/env.sh")),
+            os: read_env(&dir.join("openstack/env.sh")),
+        },
+        _lock: lock,
+    })
+}
+
+impl Env {
+    fn region(&self) -> &str {
+        &self.os["MAGNUM_TEST_OS_REGION"]
+    }
+
+    /// Stops or starts one service (`ctl.sh`), waiting until it is down or answers.
+    pub(crate) fn ctl(&self, action: &str, service: &str) {
+        let st = Command::new("bash")
+            .arg(&self.os["MAGNUM_TEST_OS_CTL"])
+            .arg(&self.os["MAGNUM_TEST_OS_WORKDIR"])
+            .arg(action)
+            .arg(service)
+            .status()
+            .unwrap();
+        assert!(st.success(), "ctl.sh {action} {service}");
+    }
+
+    /// Lines of a service's uWSGI request log that contain `needle`.
+    fn requests(&self, service: &str, needle: &str) -> usize {
+        let log = Path::new(&self.os["MAGNUM_TEST_OS_WORKDIR"])
+            .join("log")
+            .join(format!("{service}-uwsgi.log"));
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(needle))
+            .count()
+    }
+
+    /// A Barbican read as Magnum's service user (which owns the certificates).
+    fn barbican(&self, path: &str) -> Value {
+        let script = r#"
+import json, sys
+from keystoneauth1 import session
+from keystoneauth1.identity import v3
+auth_url, password, region, path = sys.argv[1:5]
+s = session.Session(auth=v3.Password(auth_url=auth_url, username="magnum", password=password,
+    project_name="service", user_domain_id="default", project_domain_id="default"))
+r = s.get(path, endpoint_filter={"service_type": "key-manager", "region_name": region,
+    "interface": "public"}, raise_exc=False)
+print(json.dumps({"status": r.status_code, "body": r.json() if r.content else None}))
+"#;
+        let out = Command::new(format!("{}/bin/python", self.ks["MAGNUM_TEST_VENV"]))
+            .arg("-c")
+            .arg(script)
+            .arg(&self.ks["MAGNUM_TEST_AUTH_URL"])
+            .arg(&self.ks["MAGNUM_TEST_SERVICE_PASSWORD"])
+            .arg(self.region())
+            .arg(path)
+            .env("PYTHONWARNINGS", "ignore")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "barbican {path}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Barbican's certificate containers named `name`, with their secret references.
+    fn containers(&self, name: &str) -> Vec<Value> {
+        let got = self.barbican(&format!("/v1/containers?name={name}&limit=100"));
+        assert_eq!(got["status"], 200, "{got}");
+        got["body"]["containers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn secret_status(&self, secret_ref: &str) -> u64 {
+        let id = secret_ref.rsplit('/').next().unwrap();
+        self.barbican(&format!("/v1/secrets/{id}"))["status"]
+            .as_u64()
+            .unwrap()
+    }
+}
+
+/// A `magnumd serve` of this test in the cloud, with the CLI pointed at it.
+pub(crate) struct Magnum {
+    pub(crate) cli: Cli,
+    pub(crate) work: tempfile::TempDir,
+    _api: ChildGuard,
+    _db: ServerDb,
+}
+
+/// `magnum.conf` lines that put magnumd in the cloud: token validation, the service user,
+/// every client in the services' region, and `extra`.
+fn cloud_conf(c: &Env, port: u16, db_url: &str, extra: &str) -> String {
+    let region = c.region();
+    let mut conf = format!(
+        "[api]\nhost = 127.0.0.1\nport = {port}\n\n[database]\nconnection = {db_url}\n\n{authtoken}\n\
+         [keystone_auth]\nauth_url = {auth}\nauth_type = password\nusername = {user}\npassword = {pw}\n\
+         user_domain_name = Default\nproject_name = service\nproject_domain_name = Default\ntimeout = 10\n\n",
+        authtoken = authtoken_section(&c.ks),
+        auth = c.ks["MAGNUM_TEST_AUTH_URL"],
+        user = c.ks["MAGNUM_TEST_SERVICE_USER"],
+        pw = c.ks["MAGNUM_TEST_SERVICE_PASSWORD"],
+    );
+    for svc in ["glance", "nova", "neutron", "cinder", "octavia", "barbican"] {
+        conf.push_str(&format!("[{svc}_client]\nregion_name = {region}\n\n"));
+    }
+    // The simulated driver quick, the certificates in Barbican (upstream's default).
+    conf.push_str(&FAST_SIMULATION.replace(
+        "cert_manager_type = x509keypair",
+        "cert_manager_type = barbican",
+    ));
+    conf.push_str(extra);
+    conf
+}
+
+pub(crate) fn start_magnum(c: &Cloud, extra: &str) -> Magnum {
+    let work = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let region = format!("mt{port}");
+    // This magnumd in its own region, with identity beside it for the CLI.
+    let st = Command::new(format!("{}/bin/python", c.ks["MAGNUM_TEST_VENV"]))
+        .arg(repo_root().join("test-support/openstack/register.py"))
+        .arg(&c.ks["MAGNUM_TEST_AUTH_URL"])
+        .arg(&c.ks["MAGNUM_TEST_ADMIN_PASSWORD"])
+        .arg(&region)
+        .arg(format!(
+            "identity=keystone={}",
+            c.ks["MAGNUM_TEST_AUTH_URL"]
+        ))
+        .arg(format!("container-infra=magnum=http://127.0.0.1:{port}/v1"))
+        .env("PYTHONWARNINGS", "ignore")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "register.py for {region}");
+    let clouds = std::fs::read_to_string(&c.os["MAGNUM_TEST_OS_CLOUDS_YAML"])
+        .unwrap()
+        .replace(
+            &format!("\"region_name\": \"{}\"", c.region()),
+            &format!("\"region_name\": \"{region}\""),
+        );
+    let clouds_file = work.path().join("clouds.yaml");
+    std::fs::write(&clouds_file, clouds).unwrap();
+
+    let db = ServerDb::create_blocking(Server::MariaDb, "magnum_cloud").unwrap();
+    let conf = work.path().join("magnum.conf");
+    std::fs::write(
+        &conf,
+        cloud_conf(c, port, &db.url_with_scheme("mysql+pymysql"), extra),
+    )
+    .unwrap();
+    let conf = conf.display().to_string();
+    assert!(
+        crate::magnumd(&["--config-file", &conf, "db", "upgrade"])
+            .status
+            .success()
+    );
+    let log = std::fs::File::create(work.path().join("api.log")).unwrap();
+    let api = crate::spawn_magnumd(&conf, "serve", log, port);
+    let cli = Cli {
+        openstack: c.ks["MAGNUM_TEST_OPENSTACK"].clone(),
+        clouds: Some(clouds_file.display().to_string()),
+        global: vec![],
+    };
+    Magnum {
+        cli,
+        work,
+        _api: api,
+        _db: db,
+    }
+}
+
+const FLAVORS: [&str; 4] = ["--flavor", "m1.small", "--master-flavor", "m1.medium"];
+
+fn template_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v: Vec<&str> = FLAVORS.to_vec();
+    v.extend_from_slice(extra);
+    v
+}
+
+fn create_template_args<'a>(name: &'a str, image: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![
+        "coe",
+        "cluster",
+        "template",
+        "create",
+        name,
+        "--coe",
+        "kubernetes",
+        "--image",
+        image,
+        "--external-network",
+        "public",
+    ];
+    v.extend_from_slice(extra);
+    v
+}
+
+#[test]
+fn templates_and_clusters_are_validated_against_the_real_services() {
+    let Some(c) = cloud() else { return };
+    let m = start_magnum(&c, "");
+    let (cli, who) = (&m.cli, "demo-member");
+
+    // Names resolve; the image's os_distro becomes cluster_distro.
+    let t = cli.create_template(
+        who,
+        "real-t",
+        "fedora-coreos-40",
+        &template_args(&[
+            "--fixed-network",
+            "private",
+            "--fixed-subnet",
+            "private-subnet",
+        ]),
+    );
+    assert_eq!(t["cluster_distro"], "fedora-coreos", "{t}");
+    assert_eq!(t["image_id"], "fedora-coreos-40");
+    assert_eq!(t["flavor_id"], "m1.small");
+    // By id works as well as by name.
+    let by_id = cli.create_template(
+        who,
+        "real-t-ids",
+        &c.os["MAGNUM_TEST_OS_IMAGE_UBUNTU_JAMMY_ID"],
+        &[
+            "--flavor",
+            &c.os["MAGNUM_TEST_OS_FLAVOR_M1_SMALL_ID"],
+            "--master-flavor",
+            &c.os["MAGNUM_TEST_OS_FLAVOR_M1_MEDIUM_ID"],
+            "--external-network",
+            &c.os["MAGNUM_TEST_OS_NETWORK_PUBLIC_ID"],
+        ],
+    );
+    assert_eq!(by_id["cluster_distro"], "ubuntu", "{by_id}");
+
+    // Upstream's refusals, with upstream's status and text.
+    let refusals: [(&str, Vec<&str>, u16, &str); 9] = [
+        (
+            "no-such-image",
+            template_args(&[]),
+            400,
+            "Image no-such-image could not be found.",
+        ),
+        (
+            "no-distro-image",
+            template_args(&[]),
+            400,
+            "Image no-distro-image doesn't contain os_distro field.",
+        ),
+        (
+            "dup-image",
+            template_args(&[]),
+            409,
+            "Multiple images exist with same name 'dup-image'. Please use the image ID instead.",
+        ),
+        (
+            "fedora-coreos-40",
+            vec!["--flavor", "aaa", "--master-flavor", "m1.medium"],
+            400,
+            "Unable to find flavor aaa.",
+        ),
+        (
+            "fedora-coreos-40",
+            template_args(&["--external-network", "private"]),
+            400,
+            "Unable to find external network private.",
+        ),
+        (
+            "fedora-coreos-40",
+            template_args(&["--external-network", "dup-ext"]),
+            409,
+            "Multiple external networks exist with same name 'dup-ext'. Please use the external network ID instead.",
+        ),
+        (
+            "fedora-coreos-40",
+            template_args(&["--fixed-network", "dup-net"]),
+            409,
+            "Multiple networks exist with same name 'dup-net'. Please use the network ID instead.",
+        ),
+        (
+            "fedora-coreos-40",
+            template_args(&["--fixed-subnet", "no-such-subnet"]),
+            400,
+            "Unable to find fixed subnet no-such-subnet.",
+        ),
+        (
+            "fedora-coreos-40",
+            vec!["--flavor", "m1.zero-disk", "--master-flavor", "m1.medium"],
+            400,
+            "Flavor with zero root volume size is not supported when boot_volume_size is zero.",
+        ),
+    ];
+    for (image, extra, status, text) in &refusals {
+        // The client prints the error's title: the detail's first sentence.
+        let title = text.split(". ").next().unwrap().trim_end_matches('.');
+        cli.refused(
+            who,
+            &create_template_args("refused", image, extra),
+            *status,
+            title,
+        );
+    }
+    // Upstream's oddity, kept: the client sends master_flavor_id null when --master-flavor is
+    // left out, and with no boot volume that null flavor is refused.
+    cli.refused(
+        who,
+        &create_template_args("refused", "fedora-coreos-40", &["--flavor", "m1.small"]),
+        400,
+        "Unable to find flavor None",
+    );
+    // With a boot volume the zero-disk flavor is fine.
+    cli.create_template(
+        who,
+        "real-t-bfv",
+        "fedora-coreos-40",
+        &[
+            "--flavor",
+            "m1.zero-disk",
+            "--master-flavor",
+            "m1.medium",
+            "--labels",
+            "boot_volume_size=10",
+        ],
+    );
+
+    // A keypair the caller does not have: 404, as upstream.
+    cli.refused(
+        who,
+        &[
+            "coe",
+            "cluster",
+            "create",
+            "kp",
+            "--cluster-template",
+            "real-t",
+            "--keypair",
+            "no-such-key",
+        ],
+        404,
+        "Unable to find keypair no-such-key",
+    );
+
+    // One cluster create lists flavors once (upstream: twice) and reads the keypair once.
+    let (flavors, keypairs) = (
+        c.requests("nova", "GET /v2.1/flavors/detail"),
+        c.requests("nova", "GET /v2.1/os-keypairs/demo-key"),
+    );
+    cli.ok(
+        who,
+        &[
+            "coe",
+            "cluster",
+            "create",
+            "counted",
+            "--cluster-template",
+            "real-t",
+            "--keypair",
+            "demo-key",
+        ],
+    );
+    assert_eq!(c.requests("nova", "GET /v2.1/flavors/detail") - flavors, 1);
+    assert_eq!(
+        c.requests("nova", "GET /v2.1/os-keypairs/demo-key") - keypairs,
+        1
+    );
+    let done = wait_status(cli, who, "counted", "CREATE_COMPLETE");
+    assert_eq!(done["keypair"], "demo-key");
+    cli.ok(who, &["coe", "cluster", "delete", "counted"]);
+}
+
+/// The CA, a signed CSR, rotation, a kubeconfig and delete, with the certificates in the real
+/// Barbican; afterwards Barbican holds nothing of the cluster.
+#[test]
+fn certificates_live_in_barbican_and_go_with_the_cluster() {
+    let Some(c) = cloud() else { return };
+    let m = start_magnum(&c, "");
+    let (cli, who) = (&m.cli, "demo-member");
+    // The whole life (create, resize, upgrade, CA show/sign, config, rotate, delete) runs
+    // against Barbican; watch the containers while it does.
+    let before: Vec<Value> = c.containers("life");
+    assert!(before.is_empty(), "{before:?}");
+    let watcher = {
+        let peek = c.env.clone();
+        std::thread::spawn(move || {
+            // The four containers of the cluster while it lives, and their secrets.
+            let deadline = Instant::now() + Duration::from_secs(120);
+            let mut seen: Vec<Value> = Vec::new();
+            while Instant::now() < deadline {
+                let now = peek.containers("life");
+                for ct in now {
+                    if !seen
+                        .iter()
+                        .any(|s| s["container_ref"] == ct["container_ref"])
+                    {
+                        seen.push(ct);
+                    }
+                }
+                if seen.len() >= 4 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            seen
+        })
+    };
+    crate::lifecycle::cluster_lifecycle(cli, who, m.work.path(), "fedora-coreos-40", &FLAVORS);
+    let seen = watcher.join().unwrap();
+    assert!(
+        seen.len() >= 4,
+        "the cluster's 4 containers were never all in Barbican: {seen:?}"
+    );
+    for ct in &seen {
+        assert_eq!(ct["type"], "certificate");
+        let names: Vec<&str> = ct["secret_refs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        for n in ["certificate", "private_key", "private_key_passphrase"] {
+            assert!(names.contains(&n), "{names:?}");
+        }
+    }
+    // Deleted with the cluster (and the rotated-out CA with the rotation): nothing is left.
+    let left = c.containers("life");
+    assert!(left.is_empty(), "containers left in Barbican: {left:?}");
+    for ct in &seen {
+        for r in ct["secret_refs"].as_array().unwrap() {
+            let secret = r["secret_ref"].as_str().unwrap();
+            assert_eq!(
+                c.secret_status(secret),
+                404,
+                "secret {secret} left in Barbican"
+            );
+        }
+    }
+}
+
+/// Barbican down during a create: CREATE_FAILED naming it, nothing half-stored; Glance down:
+/// template create answers at once with a clear error. Both recover when the service is back.
+#[test]
+fn a_service_that_is_down_gives_a_clear_error_and_work_recovers() {
+    let Some(c) = cloud() else { return };
+    let m = start_magnum(&c, "");
+    let (cli, who) = (&m.cli, "demo-member");
+    cli.create_template(who, "down-t", "fedora-coreos-40", &FLAVORS);
+
+    c.ctl("stop", "glance");
+    let started = Instant::now();
+    cli.refused(
+        who,
+        &create_template_args("no-glance", "fedora-coreos-40", &FLAVORS),
+        503,
+        "The image service (Glance) cannot be reached",
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    c.ctl("start", "glance");
+    cli.create_template(who, "glance-back", "fedora-coreos-40", &FLAVORS);
+
+    c.ctl("stop", "barbican");
+    cli.ok(
+        who,
+        &[
+            "coe",
+            "cluster",
+            "create",
+            "no-barbican",
+            "--cluster-template",
+            "down-t",
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let failed = loop {
+        let s = show(cli, who, "no-barbican");
+        if s["status"] == "CREATE_FAILED" {
+            break s;
+        }
+        assert_eq!(s["status"], "CREATE_IN_PROGRESS", "{s}");
+        assert!(Instant::now() < deadline, "never failed: {s}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let reason = failed["status_reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("Barbican"), "{reason}");
+    c.ctl("start", "barbican");
+    assert!(c.containers("no-barbican").is_empty());
+    // Back: a new cluster completes, and the failed one can be deleted.
+    cli.ok(
+        who,
+        &[
+            "coe",
+            "cluster",
+            "create",
+            "barbican-back",
+            "--cluster-template",
+            "down-t",
+        ],
+    );
+    wait_status(cli, who, "barbican-back", "CREATE_COMPLETE");
+    assert_eq!(c.containers("barbican-back").len(), 4);
+    for name in ["no-barbican", "barbican-back"] {
+        cli.ok(who, &["coe", "cluster", "delete", name]);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !c.containers("barbican-back").is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "barbican-back's certificates stayed"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
