@@ -29,6 +29,21 @@ ensure_openssl() {
     fi
 }
 
+# The real OpenStack services (test-support/openstack) live in venvs of Debian's python3 and
+# build uWSGI (and two other source-only packages) once, with gcc and the Python headers.
+ensure_python_build() {
+    local missing=()
+    [ -x /usr/bin/python3 ] || missing+=(python3)
+    /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+    [ -e "/usr/include/python3.$(/usr/bin/python3 -c 'import sys; print(sys.version_info[1])' 2>/dev/null || echo 11)/Python.h" ] || missing+=(python3-dev)
+    command -v gcc >/dev/null 2>&1 || missing+=(build-essential)
+    command -v mysqldump >/dev/null 2>&1 || missing+=(mariadb-client)
+    if [ ${#missing[@]} -gt 0 ]; then
+        log "installing ${missing[*]}"
+        apt_install "${missing[@]}"
+    fi
+}
+
 # RabbitMQ for the oslo.messaging transport tests (guest/guest on 127.0.0.1:5672).
 rabbitmq_port_open() { (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; }
 
