@@ -19,7 +19,7 @@ use magnum_testkit::db::{Server, ServerDb};
 use serde_json::Value;
 
 use crate::client::{Cli, authtoken_section, free_port, read_env, repo_root};
-use crate::lifecycle::{FAST_SIMULATION, show, wait_status};
+use crate::lifecycle::{FAST_SIMULATION, openssl, show, wait_status};
 
 static CLOUD: Mutex<()> = Mutex::new(());
 
@@ -87,14 +87,19 @@ impl Env {
 
     /// A Barbican read as Magnum's service user (which owns the certificates).
     fn barbican(&self, path: &str) -> Value {
+        self.barbican_call("GET", path)
+    }
+
+    /// A Barbican call as Magnum's service user.
+    fn barbican_call(&self, method: &str, path: &str) -> Value {
         let script = r#"
 import json, sys
 from keystoneauth1 import session
 from keystoneauth1.identity import v3
-auth_url, password, region, path = sys.argv[1:5]
+auth_url, password, region, method, path = sys.argv[1:6]
 s = session.Session(auth=v3.Password(auth_url=auth_url, username="magnum", password=password,
     project_name="service", user_domain_id="default", project_domain_id="default"))
-r = s.get(path, endpoint_filter={"service_type": "key-manager", "region_name": region,
+r = s.request(path, method, endpoint_filter={"service_type": "key-manager", "region_name": region,
     "interface": "public"}, raise_exc=False)
 print(json.dumps({"status": r.status_code, "body": r.json() if r.content else None}))
 "#;
@@ -104,6 +109,7 @@ print(json.dumps({"status": r.status_code, "body": r.json() if r.content else No
             .arg(&self.ks["MAGNUM_TEST_AUTH_URL"])
             .arg(&self.ks["MAGNUM_TEST_SERVICE_PASSWORD"])
             .arg(self.region())
+            .arg(method)
             .arg(path)
             .env("PYTHONWARNINGS", "ignore")
             .output()
@@ -138,8 +144,31 @@ print(json.dumps({"status": r.status_code, "body": r.json() if r.content else No
 pub(crate) struct Magnum {
     pub(crate) cli: Cli,
     pub(crate) work: tempfile::TempDir,
+    conf: String,
     _api: ChildGuard,
-    _db: ServerDb,
+    db: ServerDb,
+}
+
+impl Magnum {
+    /// One SQL statement on this magnumd's MariaDB database (the mysql CLI).
+    fn sql(&self, statement: &str) {
+        let out = Command::new("mysql")
+            .args([
+                "-h127.0.0.1",
+                "-umagnum_test",
+                "-pmagnum_test",
+                &self.db.name,
+                "-e",
+                statement,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{statement}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 /// `magnum.conf` lines that put magnumd in the cloud: token validation, the service user,
@@ -219,8 +248,9 @@ pub(crate) fn start_magnum(c: &Cloud, extra: &str) -> Magnum {
     Magnum {
         cli,
         work,
+        conf,
         _api: api,
-        _db: db,
+        db,
     }
 }
 
@@ -563,6 +593,166 @@ fn a_service_that_is_down_gives_a_clear_error_and_work_recovers() {
         assert!(
             Instant::now() < deadline,
             "barbican-back's certificates stayed"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// A cluster whose certificates upstream Magnum 23.0.0's own Barbican store wrote (its code,
+/// from test-support/upstream) works through ours: CA show, CSR signing, kubeconfig,
+/// rotation, and delete removes upstream's containers too.
+#[test]
+fn certificates_written_by_upstreams_barbican_store_work_here() {
+    let Some(c) = cloud() else { return };
+    if magnum_testkit::env_or_skip("MAGNUM_TEST_UPSTREAM").is_none() {
+        return;
+    }
+    let m = start_magnum(&c, "");
+    let (cli, who) = (&m.cli, "demo-member");
+    cli.create_template(who, "up-t", "fedora-coreos-40", &FLAVORS);
+    cli.ok(
+        who,
+        &[
+            "coe",
+            "cluster",
+            "create",
+            "up-made",
+            "--cluster-template",
+            "up-t",
+        ],
+    );
+    wait_status(cli, who, "up-made", "CREATE_COMPLETE");
+    let ours = c.containers("up-made");
+    assert_eq!(ours.len(), 4, "{ours:?}");
+
+    // Upstream's store writes four new certificates (CN=up-written).
+    let venv = std::env::var("MAGNUM_TEST_UPSTREAM_VENV")
+        .unwrap_or_else(|_| "/var/tmp/magnum-rs-upstream-venv".into());
+    let st = Command::new("bash")
+        .arg(repo_root().join("test-support/upstream/setup-venv.sh"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = Command::new(format!("{venv}/bin/python"))
+        .arg(repo_root().join("test-support/upstream/barbican_certs.py"))
+        .arg(&m.conf)
+        .arg("up-written")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let refs: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let cols = [
+        "ca_cert_ref",
+        "etcd_ca_cert_ref",
+        "front_proxy_ca_cert_ref",
+        "magnum_cert_ref",
+    ];
+    let set: Vec<String> = cols
+        .iter()
+        .map(|k| format!("{k} = '{}'", refs[k].as_str().unwrap()))
+        .collect();
+    m.sql(&format!(
+        "UPDATE cluster SET {} WHERE name = 'up-made'",
+        set.join(", ")
+    ));
+    // Our own four are no longer referenced: drop them (test hygiene).
+    for ct in &ours {
+        for r in ct["secret_refs"].as_array().unwrap() {
+            let id = r["secret_ref"]
+                .as_str()
+                .unwrap()
+                .rsplit('/')
+                .next()
+                .unwrap();
+            c.barbican_call("DELETE", &format!("/v1/secrets/{id}"));
+        }
+        let id = ct["container_ref"]
+            .as_str()
+            .unwrap()
+            .rsplit('/')
+            .next()
+            .unwrap();
+        c.barbican_call("DELETE", &format!("/v1/containers/{id}"));
+    }
+
+    let work = m.work.path();
+    let ca = crate::lifecycle::pem(&cli.ok(who, &["coe", "ca", "show", "up-made"]));
+    let ca_file = work.join("up-ca.pem");
+    std::fs::write(&ca_file, &ca).unwrap();
+    let subject = openssl(&[
+        "x509",
+        "-noout",
+        "-subject",
+        "-in",
+        ca_file.to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&subject.stdout).contains("up-written"));
+    let (key, csr) = (work.join("up.key"), work.join("up.csr"));
+    openssl(&[
+        "req",
+        "-new",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=bob",
+        "-keyout",
+        key.to_str().unwrap(),
+        "-out",
+        csr.to_str().unwrap(),
+    ]);
+    let signed = crate::lifecycle::pem(&cli.ok(
+        who,
+        &["coe", "ca", "sign", "up-made", csr.to_str().unwrap()],
+    ));
+    let signed_file = work.join("up.crt");
+    std::fs::write(&signed_file, &signed).unwrap();
+    let verified = openssl(&[
+        "verify",
+        "-CAfile",
+        ca_file.to_str().unwrap(),
+        signed_file.to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&verified.stdout).contains(": OK"));
+    // The kubeconfig's client certificate is upstream's magnum client certificate.
+    let kube = work.join("up-kube");
+    std::fs::create_dir_all(&kube).unwrap();
+    cli.ok(
+        who,
+        &[
+            "coe",
+            "cluster",
+            "config",
+            "up-made",
+            "--dir",
+            kube.to_str().unwrap(),
+            "--force",
+        ],
+    );
+    let kubeconfig = std::fs::read_to_string(kube.join("config")).unwrap();
+    assert!(
+        kubeconfig.contains("client-certificate-data"),
+        "{kubeconfig}"
+    );
+
+    // Rotation replaces upstream's CA with ours and removes the old one from Barbican.
+    cli.ok(who, &["coe", "ca", "rotate", "up-made"]);
+    wait_status(cli, who, "up-made", "UPDATE_COMPLETE");
+    let rotated = crate::lifecycle::pem(&cli.ok(who, &["coe", "ca", "show", "up-made"]));
+    assert_ne!(rotated, ca);
+    cli.ok(who, &["coe", "cluster", "delete", "up-made"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(c.containers("up-written").is_empty() && c.containers("up-made").is_empty()) {
+        assert!(
+            Instant::now() < deadline,
+            "left in Barbican: {:?} {:?}",
+            c.containers("up-written"),
+            c.containers("up-made")
         );
         std::thread::sleep(Duration::from_millis(500));
     }
