@@ -7,6 +7,7 @@
 #   MAGNUM_TEST_KEYSTONE_TIMEOUT  seconds all of startup may take, venv excluded (120; ~15 s
 #                                 is usual)
 #   MAGNUM_TEST_KEYSTONE_DEBUG    true: debug logging in keystone.log (false)
+#   KEYSTONE_TOKEN_EXPIRATION     seconds a token lives (Keystone's default, 3600)
 set -euo pipefail
 
 if [[ $# -ne 3 ]]; then
@@ -69,6 +70,7 @@ connection = sqlite:///$workdir/keystone.db
 
 [token]
 provider = fernet
+expiration = ${KEYSTONE_TOKEN_EXPIRATION:-3600}
 
 [fernet_tokens]
 key_repository = $workdir/fernet-keys

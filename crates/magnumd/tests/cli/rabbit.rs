@@ -328,3 +328,88 @@ impl Listener {
             .collect()
     }
 }
+
+/// A create that waits in the queue longer than the user's token lives still completes: our
+/// conductor never needs the user's token (none travels between our processes).
+#[test]
+fn a_create_queued_past_the_users_token_lifetime_still_completes() {
+    let rabbit = std::env::var("MAGNUM_TEST_RABBIT_URL")
+        .ok()
+        .filter(|v| !v.is_empty());
+    let (Some(rabbit), true) = (rabbit, magnum_testkit::flag("MAGNUM_TEST_KEYSTONE")) else {
+        magnum_testkit::skip("needs MAGNUM_TEST_RABBIT_URL and MAGNUM_TEST_KEYSTONE=1");
+        return;
+    };
+    const LIFETIME: u64 = 20;
+    let work = tempfile::tempdir().unwrap();
+    let api_port = free_port();
+    let lifetime = LIFETIME.to_string();
+    let (_keystone, env) = crate::client::start_keystone_with(
+        work.path(),
+        &format!("http://127.0.0.1:{api_port}"),
+        &[("KEYSTONE_TOKEN_EXPIRATION", Path::new(&lifetime))],
+    );
+    let db = ServerDb::create_blocking(Server::MariaDb, "magnum_cli").unwrap();
+    let tag = magnum_testkit::tag();
+    let conf = work.path().join("magnum.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[DEFAULT]\ntransport_url = {rabbit}\ncontrol_exchange = magnum_{tag}\n\n\
+             [conductor]\ntopic = magnum-conductor-{tag}\n\n\
+             [api]\nhost = 127.0.0.1\nport = {api_port}\n\n[database]\nconnection = {db}\n\n\
+             {ks}\n{sim}",
+            db = db.url_with_scheme("mysql+pymysql"),
+            ks = crate::client::authtoken_section(&env),
+            sim = crate::lifecycle::FAST_SIMULATION,
+        ),
+    )
+    .unwrap();
+    let conf_s = conf.display().to_string();
+    assert!(
+        crate::magnumd(&["--config-file", &conf_s, "db", "upgrade"])
+            .status
+            .success()
+    );
+    let w = work.path();
+    let mut procs = Children::default();
+    procs.spawn(magnumd(&[&conf], "api"), &w.join("api.log"));
+    wait_for_port(api_port, &mut procs.0[0]);
+    let cli = Cli {
+        openstack: env["MAGNUM_TEST_OPENSTACK"].clone(),
+        clouds: Some(env["OS_CLIENT_CONFIG_FILE"].clone()),
+        global: Vec::new(),
+    };
+    // A token of the user from before the create, to see it expire.
+    let token = cli
+        .ok(
+            "demo-member",
+            &["token", "issue", "-f", "value", "-c", "id"],
+        )
+        .trim()
+        .to_owned();
+    cli.create_template("demo-member", "queued-t", "ubuntu-2204", &[]);
+    let accepted = cli.ok(
+        "demo-member",
+        &[
+            "coe",
+            "cluster",
+            "create",
+            "queued",
+            "--cluster-template",
+            "queued-t",
+        ],
+    );
+    assert!(accepted.contains("accepted"), "{accepted}");
+    // No conductor yet: the cast waits in RabbitMQ until every token of then has expired.
+    std::thread::sleep(Duration::from_secs(LIFETIME + 5));
+    let (status, _) = http(api_port, Some(&token), "GET", "/v1/clusters", None);
+    assert_eq!(status, 401, "the user's token should have expired by now");
+    assert_eq!(
+        crate::lifecycle::show(&cli, "demo-member", "queued")["status"],
+        "CREATE_IN_PROGRESS"
+    );
+    procs.spawn(magnumd(&[&conf], "conductor"), &w.join("conductor.log"));
+    let done = crate::lifecycle::wait_status(&cli, "demo-member", "queued", "CREATE_COMPLETE");
+    assert!(done["api_address"].as_str().is_some(), "{done}");
+}
