@@ -406,3 +406,109 @@ fn upstream_client_and_upstream_conductor_interoperate() {
     }
     drop(procs);
 }
+
+/// Behind our API with `create_cluster_in_conductor`, a Python conductor gets the user's token
+/// in the context, as from upstream's API, and upstream's own Keystone client (built from that
+/// context, as its conductor builds it) acts for the user with it.
+#[test]
+fn a_python_conductor_receives_a_working_user_token() {
+    let Some((rabbit, venv)) = gate() else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let api_port = free_port();
+    let (_keystone, env) = crate::client::start_keystone(w, api_port);
+    let db = ServerDb::create_blocking(Server::MariaDb, "magnum_cli").unwrap();
+    let tag = magnum_testkit::tag();
+    let conf = w.join("magnum.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[DEFAULT]\ntransport_url = {rabbit}\ncontrol_exchange = magnum_{tag}\nhost = probe-{tag}\n\n\
+             [conductor]\ntopic = magnum-conductor-probe-{tag}\n\n\
+             [api]\nhost = 127.0.0.1\nport = {api_port}\ncreate_cluster_in_conductor = true\n\n\
+             [database]\nconnection = {db}\n\n{ks}\n\
+             [keystone_auth]\nauth_url = {auth}\nauth_type = password\nusername = {user}\n\
+             password = {pw}\nuser_domain_name = Default\nproject_name = service\n\
+             project_domain_name = Default\n\n{sim}",
+            db = db.url_with_scheme("mysql+pymysql"),
+            ks = crate::client::authtoken_section(&env),
+            auth = env["MAGNUM_TEST_AUTH_URL"],
+            user = env["MAGNUM_TEST_SERVICE_USER"],
+            pw = env["MAGNUM_TEST_SERVICE_PASSWORD"],
+            sim = crate::lifecycle::FAST_SIMULATION,
+        ),
+    )
+    .unwrap();
+    let up = crate::magnumd(&[
+        "--config-file",
+        &conf.display().to_string(),
+        "db",
+        "upgrade",
+    ]);
+    assert!(up.status.success(), "{}", crate::text(&up.stderr));
+    let out = w.join("probe.jsonl");
+    let mut procs = Children::default();
+    let mut probe = Command::new(venv.join("bin/python"));
+    probe
+        .arg(repo_root().join("test-support/upstream/context_probe.py"))
+        .arg(&conf)
+        .arg(&out);
+    procs.spawn(probe, &w.join("probe.stderr"));
+    let api = procs.spawn(magnumd(&conf, "api"), &w.join("api.log"));
+    wait_for_port(api_port, &mut procs.0[api]);
+    let lines = |path: &Path| -> Vec<Value> {
+        log_of(path)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !lines(&out).iter().any(|l| l["ready"] == true) {
+        assert!(
+            Instant::now() < deadline,
+            "probe not ready: {:?} {}",
+            lines(&out),
+            log_of(&w.join("probe.stderr"))
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let cli = Cli {
+        openstack: env["MAGNUM_TEST_OPENSTACK"].clone(),
+        clouds: Some(env["OS_CLIENT_CONFIG_FILE"].clone()),
+        global: Vec::new(),
+    };
+    cli.create_template("demo-member", "probe-t", "ubuntu-2204", &[]);
+    cli.ok(
+        "demo-member",
+        &[
+            "coe",
+            "cluster",
+            "create",
+            "probed",
+            "--cluster-template",
+            "probe-t",
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let got = loop {
+        if let Some(l) = lines(&out).into_iter().find(|l| l.get("ready").is_none()) {
+            break l;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no cast reached the probe: {}",
+            log_of(&w.join("probe.stderr"))
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert_eq!(got["method"], "cluster_create", "{got}");
+    assert_eq!(got["token_sent"], true, "{got}");
+    assert_eq!(got["token_info_sent"], true, "{got}");
+    assert_eq!(got["keystone_user_name"], "demo-member", "{got}");
+    assert_eq!(
+        got["user_id"].as_str(),
+        Some(env["MAGNUM_TEST_DEMO_MEMBER_USER_ID"].as_str())
+    );
+}
