@@ -15,7 +15,19 @@ pub enum Auth {
     Keystone {
         keystone: Arc<Keystone>,
         www_authenticate_uri: String,
+        service_roles: ServiceTokenRoles,
     },
+}
+
+/// `[keystone_authtoken] service_token_roles(_required)`: what a service token
+/// (`X-Service-Token`) must carry.
+#[derive(Clone, Debug, Default)]
+pub struct ServiceTokenRoles {
+    /// One of these roles is needed.
+    pub roles: Vec<String>,
+    /// Refuse a service token without one (otherwise accept it with a warning, as
+    /// keystonemiddleware does by default).
+    pub required: bool,
 }
 
 fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -55,6 +67,7 @@ impl Auth {
             Auth::Keystone {
                 keystone,
                 www_authenticate_uri,
+                service_roles,
             } => {
                 let unauthorized = || ApiError::Unauthorized {
                     www_authenticate: format!("Keystone uri=\"{www_authenticate_uri}\""),
@@ -64,7 +77,18 @@ impl Auth {
                 // request otherwise).
                 if let Some(service) = header(headers, "x-service-token") {
                     match keystone.validate(service).await {
-                        Ok(_) => {}
+                        Ok(info) => {
+                            let has_role = service_roles.roles.is_empty()
+                                || info.roles.iter().any(|r| service_roles.roles.contains(r));
+                            if !has_role {
+                                if service_roles.required {
+                                    return Err(unauthorized());
+                                }
+                                tracing::warn!(
+                                    "a service token without any of the roles in [keystone_authtoken] service_token_roles was accepted; set service_token_roles_required = true to refuse it"
+                                );
+                            }
+                        }
                         Err(KeystoneError::InvalidToken) => return Err(unauthorized()),
                         Err(e) => {
                             tracing::error!("service token validation failed: {e}");

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use magnum_core::policy::Enforcer;
 use magnum_db::Database;
 
-pub use auth::Auth;
+pub use auth::{Auth, ServiceTokenRoles};
 pub use magnum_service::validate::{Flavor, Found, Image, Named};
 pub use magnum_service::{
     Lookups, NoValidation, OpenStackValidator, ResourceValidator, ServiceSettings, Services,

@@ -118,6 +118,10 @@ fn keystone(cfg: &Config) -> Result<Auth, Failure> {
     Ok(Auth::Keystone {
         keystone: Arc::new(keystone),
         www_authenticate_uri: www,
+        service_roles: magnum_api::ServiceTokenRoles {
+            roles: cfg.keystone_authtoken.service_token_roles.clone(),
+            required: cfg.keystone_authtoken.service_token_roles_required,
+        },
     })
 }
 

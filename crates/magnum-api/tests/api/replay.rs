@@ -272,6 +272,7 @@ async fn upstream_samples_replay_identically() {
     let guarded = start_with(Auth::Keystone {
         keystone: Arc::new(keystone),
         www_authenticate_uri: "http://127.0.0.1:5000/v3".into(),
+        service_roles: Default::default(),
     })
     .await;
 

@@ -243,7 +243,7 @@ fn openstack_coe_commands_as_each_persona() {
         &conf,
         format!(
             "[api]\nhost = 127.0.0.1\nport = {api_port}\n\n[database]\nconnection = {db_url}\n\n\
-             {ks}\n{sim}",
+             {ks}service_token_roles_required = true\n\n{sim}",
             ks = crate::client::authtoken_section(&env),
             sim = crate::lifecycle::FAST_SIMULATION,
         ),
@@ -544,6 +544,30 @@ fn openstack_coe_commands_as_each_persona() {
 
     // A cluster's whole life, authenticated by Keystone, on MariaDB.
     crate::lifecycle::cluster_lifecycle(&cli, "demo-member", work.path(), "ubuntu-2204", &[]);
+
+    // A service token must carry a role of service_token_roles (here required): the service
+    // user's does, a member's does not.
+    let token_of = |cloud: &str| {
+        cli.ok(cloud, &["token", "issue", "-f", "value", "-c", "id"])
+            .trim()
+            .to_owned()
+    };
+    let (user, service, member) = (
+        token_of("demo-member"),
+        token_of("magnum-service"),
+        token_of("alt-member"),
+    );
+    for (service_token, want) in [(&service, "HTTP/1.1 200"), (&member, "HTTP/1.1 401")] {
+        let reply = magnum_testkit::raw_http(
+            api_port,
+            &format!(
+                "GET /v1/clustertemplates HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Auth-Token: {user}\r\n\
+                 X-Service-Token: {service_token}\r\nConnection: close\r\n\r\n"
+            ),
+            Duration::from_secs(30),
+        );
+        assert!(reply.starts_with(want), "{want}: {reply}");
+    }
 
     // A bad token is keystonemiddleware's 401; Keystone gone is a 503, never a hang.
     let reply = raw_get(api_port, "/v1/clustertemplates", "not-a-token");
