@@ -28,6 +28,9 @@ pub struct KeystoneSettings {
     pub ca_pem: Option<Vec<u8>>,
     /// Skip verifying Keystone's certificate (`insecure = true`).
     pub insecure: bool,
+    /// Which identity endpoint of the service token's catalogue validates tokens
+    /// (`interface`, default `internal`; `region_name`); `auth_url` when the catalogue has none.
+    pub endpoint: crate::catalog::EndpointFilter,
 }
 
 impl std::fmt::Debug for KeystoneSettings {
@@ -76,6 +79,12 @@ pub enum KeystoneError {
     Config(String),
 }
 
+struct ServiceToken {
+    token: String,
+    until: Instant,
+    validate_url: String,
+}
+
 struct Cached {
     info: TokenInfo,
     until: Instant,
@@ -86,7 +95,8 @@ pub struct Keystone {
     http: reqwest::Client,
     settings: KeystoneSettings,
     identity: String,
-    service_token: tokio::sync::Mutex<Option<(String, Instant)>>,
+    /// The service token, until when it is used, and the identity endpoint that validates.
+    service_token: tokio::sync::Mutex<Option<ServiceToken>>,
     cache: Mutex<HashMap<String, Cached>>,
 }
 
@@ -168,10 +178,10 @@ impl Keystone {
     /// Whether Keystone knows the project (`GET /v3/projects/{id}` as the service user).
     pub async fn project_exists(&self, project_id: &str) -> Result<bool, KeystoneError> {
         for fresh in [false, true] {
-            let service = self.service_token(fresh).await?;
+            let (service, identity) = self.service_token(fresh).await?;
             let resp = self
                 .http
-                .get(format!("{}/projects/{project_id}", self.identity))
+                .get(format!("{identity}/projects/{project_id}"))
                 .header("X-Auth-Token", service)
                 .send()
                 .await
@@ -195,10 +205,10 @@ impl Keystone {
         token: &str,
         fresh_service_token: bool,
     ) -> Result<TokenInfo, KeystoneError> {
-        let service = self.service_token(fresh_service_token).await?;
+        let (service, identity) = self.service_token(fresh_service_token).await?;
         let resp = self
             .http
-            .get(format!("{}/auth/tokens", self.identity))
+            .get(format!("{identity}/auth/tokens"))
             .header("X-Auth-Token", service)
             .header("X-Subject-Token", token)
             .send()
@@ -225,13 +235,13 @@ impl Keystone {
         }
     }
 
-    async fn service_token(&self, fresh: bool) -> Result<String, KeystoneError> {
+    async fn service_token(&self, fresh: bool) -> Result<(String, String), KeystoneError> {
         let mut slot = self.service_token.lock().await;
         if !fresh
-            && let Some((tok, until)) = slot.as_ref()
-            && *until > Instant::now()
+            && let Some(t) = slot.as_ref()
+            && t.until > Instant::now()
         {
-            return Ok(tok.clone());
+            return Ok((t.token.clone(), t.validate_url.clone()));
         }
         let s = &self.settings;
         let body = json!({"auth": {
@@ -274,8 +284,14 @@ impl Keystone {
             .and_then(|t| (t.with_timezone(&Utc) - Utc::now()).to_std().ok())
             .map(|left| Instant::now() + left.saturating_sub(Duration::from_secs(60)))
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(300));
-        *slot = Some((token.clone(), until));
-        Ok(token)
+        let validate_url = validation_endpoint(&body, &self.settings.endpoint)
+            .unwrap_or_else(|| self.identity.clone());
+        *slot = Some(ServiceToken {
+            token: token.clone(),
+            until,
+            validate_url: validate_url.clone(),
+        });
+        Ok((token, validate_url))
     }
 }
 
@@ -296,6 +312,19 @@ fn without_url(e: &reqwest::Error) -> String {
         msg = msg.replace(url.as_str(), "<keystone>");
     }
     msg
+}
+
+/// The v3 identity endpoint the service token's catalogue lists under `filter`.
+fn validation_endpoint(body: &Value, filter: &crate::catalog::EndpointFilter) -> Option<String> {
+    let catalog = crate::catalog::Catalog::from_token_body(body);
+    let url = catalog
+        .endpoint(crate::catalog::ServiceType::Identity, filter)?
+        .trim_end_matches('/');
+    Some(if url.ends_with("/v3") {
+        url.to_owned()
+    } else {
+        format!("{url}/v3")
+    })
 }
 
 fn string(v: &Value) -> Option<String> {
@@ -370,7 +399,35 @@ mod tests {
             token_cache_time: Duration::from_secs(300),
             ca_pem: None,
             insecure: false,
+            endpoint: Default::default(),
         };
         assert!(!format!("{s:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn tokens_are_validated_where_interface_and_region_say() {
+        let body = json!({"token": {"catalog": [{"type": "identity", "endpoints": [
+            {"interface": "public", "region_id": "RegionOne", "url": "https://pub:5000/v3/"},
+            {"interface": "internal", "region_id": "RegionOne", "url": "http://int-one:5000"},
+            {"interface": "internal", "region_id": "RegionTwo", "url": "http://int-two:5000/v3"}]}]}});
+        let f = |region: Option<&str>, itf: &str| {
+            crate::catalog::EndpointFilter::new(region.map(str::to_owned), itf)
+        };
+        assert_eq!(
+            validation_endpoint(&body, &f(None, "internal")).as_deref(),
+            Some("http://int-one:5000/v3")
+        );
+        assert_eq!(
+            validation_endpoint(&body, &f(Some("RegionTwo"), "internal")).as_deref(),
+            Some("http://int-two:5000/v3")
+        );
+        assert_eq!(
+            validation_endpoint(&body, &f(None, "public")).as_deref(),
+            Some("https://pub:5000/v3")
+        );
+        assert_eq!(
+            validation_endpoint(&body, &f(Some("RegionThree"), "internal")),
+            None
+        );
     }
 }

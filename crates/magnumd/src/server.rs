@@ -101,6 +101,7 @@ pub fn keystone_client(cfg: &Config) -> Result<Keystone, Failure> {
         token_cache_time: Duration::from_secs(u64::try_from(k.token_cache_time).unwrap_or(0)),
         ca_pem,
         insecure: k.insecure,
+        endpoint: magnum_openstack::EndpointFilter::new(k.region_name.clone(), &k.interface),
     };
     Keystone::new(settings).map_err(|e| match e {
         magnum_openstack::keystone::KeystoneError::Config(_) => Failure::Config(e.to_string()),

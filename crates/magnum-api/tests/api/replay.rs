@@ -267,6 +267,7 @@ async fn upstream_samples_replay_identically() {
         token_cache_time: Duration::from_secs(300),
         ca_pem: None,
         insecure: false,
+        endpoint: Default::default(),
     })
     .unwrap();
     let guarded = start_with(Auth::Keystone {
