@@ -266,6 +266,9 @@ impl Clusters<'_> {
             cluster.insert(k.into(), opt(v));
         }
         checks.os_resources(&template, Some(&cluster)).await?;
+        if master_lb_enabled == Some(true) {
+            checks.load_balancer().await?;
+        }
         if master_count > 1 && master_lb_enabled != Some(true) {
             return Err(invalid(
                 "master_count must be 1 when master_lb_enabled is False".into(),

@@ -25,6 +25,10 @@ pub trait Lookups: Send {
     async fn networks(&mut self, external_only: bool) -> Result<Option<Vec<Named>>>;
     async fn subnets(&mut self) -> Result<Option<Vec<Named>>>;
     async fn keypair_exists(&mut self, name: &str) -> Result<Option<bool>>;
+    /// Whether the cloud has a load balancer service; `None` when that is not checked.
+    async fn has_load_balancer(&mut self) -> Result<Option<bool>> {
+        Ok(None)
+    }
 }
 
 pub trait ResourceValidator: Send + Sync {
@@ -155,6 +159,16 @@ impl Lookups for OsLookups {
     async fn keypair_exists(&mut self, name: &str) -> Result<Option<bool>> {
         let s = self.session().await?;
         answer(resources::keypair_exists(s, name).await)
+    }
+
+    /// Judged only in a cloud whose catalogue has Neutron: without a network service there
+    /// is nothing to put a load balancer on, and nothing else is checked either.
+    async fn has_load_balancer(&mut self) -> Result<Option<bool>> {
+        let s = self.session().await?;
+        if !s.has_service(magnum_openstack::ServiceType::Network) {
+            return Ok(None);
+        }
+        Ok(Some(resources::octavia_enabled(s)))
     }
 }
 
@@ -326,6 +340,21 @@ impl Checks {
         }
     }
 
+    /// A cluster with `master_lb_enabled` needs Octavia in the catalogue (upstream let the
+    /// create go on and fail in the driver).
+    pub async fn load_balancer(&mut self) -> Result<()> {
+        let Some(l) = self.lookups.as_mut() else {
+            return Ok(());
+        };
+        match l.has_load_balancer().await? {
+            Some(false) => Err(invalid(
+                "master_lb_enabled needs a load balancer service (Octavia), and this cloud's catalogue has none."
+                    .into(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Upstream's `validate_os_resources`: each resource attribute of the cluster when set
     /// (truthy), else of the template when not null, in upstream's order; then the cluster's
     /// keypair. Returns the image when it was looked up.
@@ -462,6 +491,9 @@ mod tests {
         async fn keypair_exists(&mut self, name: &str) -> Result<Option<bool>> {
             Ok(Some(name == "mine"))
         }
+        async fn has_load_balancer(&mut self) -> Result<Option<bool>> {
+            Ok(Some(false))
+        }
     }
 
     fn checks() -> (Checks, Arc<std::sync::atomic::AtomicUsize>) {
@@ -547,6 +579,15 @@ mod tests {
         assert_eq!(e.to_string(), "Unable to find keypair theirs.");
         assert_eq!(e.kind().http_status(), 404);
         assert_eq!(listings.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_load_balancer_needs_octavia() {
+        let (mut c, _) = checks();
+        let e = c.load_balancer().await.unwrap_err();
+        assert!(e.to_string().contains("Octavia"), "{e}");
+        assert_eq!(e.kind().http_status(), 400);
+        Checks::new(None).load_balancer().await.unwrap();
     }
 
     #[tokio::test]

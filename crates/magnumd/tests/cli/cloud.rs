@@ -145,6 +145,7 @@ pub(crate) struct Magnum {
     pub(crate) cli: Cli,
     pub(crate) work: tempfile::TempDir,
     conf: String,
+    port: u16,
     _api: ChildGuard,
     db: ServerDb,
 }
@@ -249,6 +250,7 @@ pub(crate) fn start_magnum(c: &Cloud, extra: &str) -> Magnum {
         cli,
         work,
         conf,
+        port,
         _api: api,
         db,
     }
@@ -449,7 +451,80 @@ fn templates_and_clusters_are_validated_against_the_real_services() {
     );
     let done = wait_status(cli, who, "counted", "CREATE_COMPLETE");
     assert_eq!(done["keypair"], "demo-key");
-    cli.ok(who, &["coe", "cluster", "delete", "counted"]);
+
+    // Nodegroups: the root-disk rule on their flavor, as upstream.
+    for (flavor, text) in [
+        ("aaa", "Unable to find flavor aaa"),
+        (
+            "m1.zero-disk",
+            "Flavor with zero root volume size is not supported when boot_volume_size is zero",
+        ),
+    ] {
+        cli.refused(
+            who,
+            &[
+                "coe",
+                "nodegroup",
+                "create",
+                "counted",
+                "extra",
+                "--flavor",
+                flavor,
+            ],
+            400,
+            text,
+        );
+    }
+    cli.ok(
+        who,
+        &[
+            "coe",
+            "nodegroup",
+            "create",
+            "counted",
+            "extra",
+            "--flavor",
+            "m1.small",
+        ],
+    );
+    // With Octavia in the catalogue a load-balanced cluster is accepted.
+    cli.ok(
+        who,
+        &[
+            "coe",
+            "cluster",
+            "create",
+            "lb",
+            "--cluster-template",
+            "real-t",
+            "--master-lb-enabled",
+        ],
+    );
+    wait_status(cli, who, "lb", "CREATE_COMPLETE");
+    for name in ["counted", "lb"] {
+        cli.ok(who, &["coe", "cluster", "delete", name]);
+    }
+
+    // magnumd status reaches Barbican as the service user.
+    let status = crate::magnumd(&["--config-file", &m.conf, "status"]);
+    let report = crate::text(&status.stdout) + &crate::text(&status.stderr);
+    assert!(report.contains("barbican at http://127.0.0.1:"), "{report}");
+
+    // No secret in magnumd's log: no token, no password, no key.
+    let token = cli
+        .ok(who, &["token", "issue", "-f", "value", "-c", "id"])
+        .trim()
+        .to_owned();
+    let (code, _) = crate::http(m.port, Some(&token), "GET", "/v1/clusters", None);
+    assert_eq!(code, 200);
+    let log = std::fs::read_to_string(m.work.path().join("api.log")).unwrap();
+    for secret in [
+        token.as_str(),
+        c.ks["MAGNUM_TEST_SERVICE_PASSWORD"].as_str(),
+        "PRIVATE KEY",
+    ] {
+        assert!(!log.contains(secret), "a secret in magnumd's log: {secret}");
+    }
 }
 
 /// The CA, a signed CSR, rotation, a kubeconfig and delete, with the certificates in the real

@@ -52,7 +52,7 @@ pub(crate) fn spawn_magnumd(conf: &str, sub: &str, log: std::fs::File, port: u16
     child
 }
 
-fn text(b: &[u8]) -> String {
+pub(crate) fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
