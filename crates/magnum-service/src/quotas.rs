@@ -1,6 +1,6 @@
 //! Quotas: create (the project must exist in Keystone), update, delete.
 
-use magnum_core::{Error, Result};
+use magnum_core::{Error, RequestContext, Result};
 use magnum_db::repo::quota::Quota;
 use serde_json::Value;
 
@@ -28,8 +28,8 @@ fn hard_limit(v: Option<&Value>) -> Result<i32> {
 impl Quotas<'_> {
     /// Refuses an unknown project with upstream's 404 before the caller's policy is
     /// checked (upstream's order), so [`Self::create`] takes a checked project.
-    pub async fn check_project(&self, project_id: &str) -> Result<()> {
-        if !project_id.is_empty() && !self.s.validator.project_exists(project_id).await? {
+    pub async fn check_project(&self, ctx: &RequestContext, project_id: &str) -> Result<()> {
+        if !project_id.is_empty() && !self.s.validator.project_exists(ctx, project_id).await? {
             return Err(Error::NotFound {
                 message: format!("The project_id {project_id} could not be found."),
             });

@@ -35,8 +35,13 @@ pub trait ResourceValidator: Send + Sync {
     /// Lookups acting as the caller of `ctx`; `None` when nothing is validated.
     fn lookups(&self, ctx: &RequestContext) -> Option<Box<dyn Lookups>>;
 
-    /// Whether Keystone knows the project (quota create).
-    fn project_exists<'a>(&'a self, project_id: &'a str) -> BoxFuture<'a, Result<bool>>;
+    /// Whether Keystone knows the project (quota create), asked as the caller when the
+    /// caller's token allows it.
+    fn project_exists<'a>(
+        &'a self,
+        ctx: &'a RequestContext,
+        project_id: &'a str,
+    ) -> BoxFuture<'a, Result<bool>>;
 }
 
 /// Validation off: everything passes and nothing is learned.
@@ -47,7 +52,11 @@ impl ResourceValidator for NoValidation {
         None
     }
 
-    fn project_exists<'a>(&'a self, _project_id: &'a str) -> BoxFuture<'a, Result<bool>> {
+    fn project_exists<'a>(
+        &'a self,
+        _ctx: &'a RequestContext,
+        _project_id: &'a str,
+    ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async { Ok(true) })
     }
 }
@@ -77,8 +86,23 @@ impl ResourceValidator for OpenStackValidator {
         }))
     }
 
-    fn project_exists<'a>(&'a self, project_id: &'a str) -> BoxFuture<'a, Result<bool>> {
+    fn project_exists<'a>(
+        &'a self,
+        ctx: &'a RequestContext,
+        project_id: &'a str,
+    ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
+            // As the caller first, as upstream asks Keystone with the request's token; a
+            // refusal (or no identity endpoint) falls back to Magnum's service user.
+            if let Some(token) = &ctx.user_token {
+                let s = self.openstack.user_session(token);
+                match project_as_caller(&s, project_id).await {
+                    Ok(found) => return Ok(found),
+                    Err(e)
+                        if e.status() == Some(403) || matches!(e, OsError::NoEndpoint { .. }) => {}
+                    Err(e) => return Err(unavailable(e)),
+                }
+            }
             let Some(keystone) = &self.keystone else {
                 return Ok(true);
             };
@@ -90,6 +114,29 @@ impl ResourceValidator for OpenStackValidator {
             })
         })
     }
+}
+
+async fn project_as_caller(
+    s: &magnum_openstack::Session,
+    project_id: &str,
+) -> std::result::Result<bool, OsError> {
+    let base = s.endpoint(magnum_openstack::ServiceType::Identity)?;
+    let base = base.trim_end_matches('/');
+    let v3 = if base.ends_with("/v3") {
+        base.to_owned()
+    } else {
+        format!("{base}/v3")
+    };
+    // A project id is one path segment: anything else cannot name a project.
+    if project_id.contains(['/', '?', '#']) {
+        return Ok(false);
+    }
+    Ok(s.get_json(
+        magnum_openstack::ServiceType::Identity,
+        &format!("{v3}/projects/{project_id}"),
+    )
+    .await?
+    .is_some())
 }
 
 struct OsLookups {

@@ -194,7 +194,7 @@ async fn create(app: &AppState, req: &Req) -> ApiResult<Response> {
         .unwrap_or("")
         .to_owned();
     let quotas = app.services.quotas();
-    quotas.check_project(&project).await?;
+    quotas.check_project(&req.ctx, &project).await?;
     app.policy
         .authorize("quota:create", &ctx_target(req), &req.ctx)?;
     let resource = doc

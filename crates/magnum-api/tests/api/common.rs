@@ -65,6 +65,7 @@ impl ResourceValidator for FakeImages {
 
     fn project_exists<'a>(
         &'a self,
+        _ctx: &'a RequestContext,
         project_id: &'a str,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = magnum_core::Result<bool>> + Send + 'a>>
     {
