@@ -73,6 +73,25 @@ impl Env {
         assert!(st.success(), "ctl.sh {action} {service}");
     }
 
+    /// Freezes (`STOP`) or thaws (`CONT`) one service's processes: a service that accepts
+    /// connections and never answers.
+    fn signal(&self, service: &str, signal: &str) {
+        let pid = std::fs::read_to_string(
+            Path::new(&self.os["MAGNUM_TEST_OS_WORKDIR"])
+                .join("run")
+                .join(format!("{service}.pid")),
+        )
+        .unwrap();
+        // Each service's uWSGI master leads a process group with its workers.
+        let st = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg("--")
+            .arg(format!("-{}", pid.trim()))
+            .status()
+            .unwrap();
+        assert!(st.success(), "kill -{signal} {service}");
+    }
+
     /// Lines of a service's uWSGI request log that contain `needle`.
     fn requests(&self, service: &str, needle: &str) -> usize {
         let log = Path::new(&self.os["MAGNUM_TEST_OS_WORKDIR"])
