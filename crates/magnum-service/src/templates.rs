@@ -143,6 +143,19 @@ impl Templates<'_> {
 
     /// The driver a new template gets: the requested one, else the image's `magnum_driver`,
     /// else `[drivers] default_driver`, else the only (or first) driver of this deployment.
+    /// The image part of upstream's pre-policy checks of a new template (see
+    /// [`crate::Checks::image_before_policy`]); only when the body leaves the driver or the
+    /// distro to the image.
+    pub async fn check_image(&self, ctx: &RequestContext, doc: &TemplateAttrs) -> Result<()> {
+        if text(doc, "cluster_distro").is_some() && text(doc, "driver").is_some() {
+            return Ok(());
+        }
+        match text(doc, "image_id") {
+            Some(image) => self.s.checks(ctx).image_before_policy(&image).await,
+            None => Ok(()),
+        }
+    }
+
     fn pick_driver(
         &self,
         requested: Option<String>,

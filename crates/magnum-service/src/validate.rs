@@ -267,6 +267,22 @@ impl Checks {
         }
     }
 
+    /// Upstream's driver resolution, before the caller's policy: an image that does not
+    /// exist, or that the caller may not see, is refused there; anything else waits for
+    /// [`Self::os_resources`].
+    pub async fn image_before_policy(&mut self, image: &str) -> Result<()> {
+        let Some(l) = self.lookups.as_mut() else {
+            return Ok(());
+        };
+        match l.image(image).await {
+            Ok(Some(Found::None)) => Err(invalid(format!("Image {image} could not be found."))),
+            Ok(Some(Found::Forbidden)) => Err(Error::Forbidden {
+                message: format!("Not authorized for image {image}."),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     async fn flavor_list(&mut self) -> Result<Option<&[Flavor]>> {
         if self.flavors.is_none() {
             let listed = match self.lookups.as_mut() {

@@ -339,6 +339,7 @@ async fn create(app: &AppState, req: &Req) -> ApiResult<Response> {
     let mut doc = parse_object("cluster_template", req.body.as_ref(), FIELDS)?;
     let templates = app.services.templates();
     templates.check(&mut doc, true)?;
+    templates.check_image(&req.ctx, &doc).await?;
     app.policy
         .authorize("clustertemplate:create", &ctx_target(req), &req.ctx)?;
     let may_publish = app

@@ -639,6 +639,28 @@ fn a_service_that_is_down_gives_a_clear_error_and_work_recovers() {
     c.ctl("start", "glance");
     cli.create_template(who, "glance-back", "fedora-coreos-40", &FLAVORS);
 
+    // A service that hangs: the call times out ([keystone_auth] timeout = 10 s here) and the
+    // user gets a 503 naming it, not a hang.
+    c.signal("nova", "STOP");
+    let started = Instant::now();
+    let out = cli.run(
+        who,
+        &create_template_args("slow-nova", "fedora-coreos-40", &FLAVORS),
+    );
+    c.signal("nova", "CONT");
+    let err = crate::text(&out.stderr);
+    assert!(err.contains("(HTTP 503)"), "{err}");
+    assert!(
+        err.contains("The compute service (Nova) cannot be reached"),
+        "{err}"
+    );
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(9) && took < Duration::from_secs(40),
+        "{took:?}"
+    );
+    cli.create_template(who, "nova-back", "fedora-coreos-40", &FLAVORS);
+
     c.ctl("stop", "barbican");
     cli.ok(
         who,
