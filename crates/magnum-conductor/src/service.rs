@@ -64,6 +64,10 @@ impl Conductor {
             &cfg.drivers.disabled_drivers,
             &cfg.drivers.enabled_beta_drivers,
         );
+        let barbican = cfg.certificates.cert_manager_type.trim() == "barbican";
+        let credentials = openstack
+            .clone()
+            .filter(|o| barbican && o.has_service_credentials());
         let pki = ClusterPki::new(
             store_from_config(cfg, &db, openstack)?,
             X509Options::from(&cfg.x509),
@@ -76,6 +80,9 @@ impl Conductor {
             ConductorSettings::from_config(cfg),
         );
         simulated.set_waker(c.waker());
+        if let Some(os) = credentials {
+            let _ = c.inner.credentials.set(os);
+        }
         Ok(c)
     }
 
@@ -98,6 +105,7 @@ impl Conductor {
                 waker: Arc::new(ChannelWaker::new(tx)),
                 wake_rx: Mutex::new(Some(rx)),
                 locks: Mutex::new(HashMap::new()),
+                credentials: std::sync::OnceLock::new(),
             }),
         }
     }

@@ -70,6 +70,9 @@ pub(crate) struct Inner {
     /// One operation at a time per cluster in this process, so a handler and the sync never
     /// interleave their writes; guarded writes cover other processes.
     pub(crate) locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Where the clusters' own OpenStack credentials are kept (with the Barbican store), so
+    /// they go with their clusters.
+    pub(crate) credentials: std::sync::OnceLock<Arc<magnum_openstack::OpenStack>>,
 }
 
 impl Inner {

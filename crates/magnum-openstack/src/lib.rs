@@ -8,6 +8,7 @@
 //! Octavia. Magnum needs about a dozen calls.
 
 pub mod catalog;
+pub mod credentials;
 pub mod error;
 pub mod keymanager;
 pub mod keystone;

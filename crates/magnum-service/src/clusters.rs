@@ -340,11 +340,22 @@ impl Clusters<'_> {
             scope: ctx.clone(),
             limit,
         };
-        self.s
+        // Made while the user's token is at hand; nothing of a create that fails stays.
+        if let Some(creds) = &self.s.credentials {
+            creds.issue(ctx, &uuid).await?;
+        }
+        if let Err(e) = self
+            .s
             .db
             .clusters()
             .create_with_nodegroups(row, groups, Some(quota))
-            .await?;
+            .await
+        {
+            if let (Some(creds), Some(user)) = (&self.s.credentials, ctx.user_id.as_deref()) {
+                creds.revoke(user, &uuid).await;
+            }
+            return Err(e);
+        }
         if let Err(e) = self.s.conductor.cluster_create(ctx, message).await {
             // The rows exist in CREATE_IN_PROGRESS; the conductor's sweep picks the cluster up.
             tracing::warn!(cluster = %uuid, "cluster_create not delivered to the conductor: {e}");

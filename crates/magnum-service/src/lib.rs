@@ -11,6 +11,7 @@
 pub mod certificates;
 pub mod clusters;
 pub mod compat;
+pub mod credentials;
 pub mod federations;
 pub mod nodegroups;
 pub mod quotas;
@@ -61,6 +62,8 @@ pub struct Services {
     /// clusters and nodegroups go to the codec unsaved, as upstream's API sends them, and the
     /// conductor inserts them.
     staged: Option<UnsavedRows>,
+    /// Per-cluster OpenStack credentials, when the deployment keeps them.
+    credentials: Option<Arc<dyn credentials::ClusterCredentials>>,
 }
 
 impl Services {
@@ -90,7 +93,17 @@ impl Services {
             validator,
             settings,
             staged: None,
+            credentials: None,
         }
+    }
+
+    /// Make each new cluster its own OpenStack credentials (see [`credentials`]).
+    pub fn with_credentials(
+        mut self,
+        credentials: Option<Arc<dyn credentials::ClusterCredentials>>,
+    ) -> Self {
+        self.credentials = credentials;
+        self
     }
 
     /// Hand new clusters and nodegroups to the conductor unsaved (see [`UnsavedRows`]).

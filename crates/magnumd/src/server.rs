@@ -244,8 +244,9 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
         transport,
         Duration::from_secs(u64::from(cfg.default.rpc_response_timeout)),
     ));
-    let services =
-        Services::new(db.clone(), conductor, validator, service_settings(cfg)).with_staging(staged);
+    let services = Services::new(db.clone(), conductor, validator, service_settings(cfg))
+        .with_staging(staged)
+        .with_credentials(cluster_credentials(cfg, &auth, &openstack));
     let state = Arc::new(AppState {
         db,
         auth,
@@ -336,6 +337,23 @@ async fn broker(cfg: &Config) -> Result<magnum_rpc::oslo::OsloHandle, Failure> {
     magnum_rpc::oslo::connect(cfg)
         .await
         .map_err(|e| Failure::Config(e.to_string()))
+}
+
+/// With Keystone and the Barbican store, each new cluster gets its own application credential
+/// (made with the user's token before the create is answered, kept in Barbican).
+fn cluster_credentials(
+    cfg: &Config,
+    auth: &Auth,
+    openstack: &Arc<magnum_openstack::OpenStack>,
+) -> Option<Arc<dyn magnum_service::credentials::ClusterCredentials>> {
+    let on = matches!(auth, Auth::Keystone { .. })
+        && cfg.certificates.cert_manager_type.trim() == "barbican"
+        && openstack.has_service_credentials();
+    on.then(|| {
+        Arc::new(magnum_service::credentials::OpenStackCredentials {
+            openstack: openstack.clone(),
+        }) as Arc<dyn magnum_service::credentials::ClusterCredentials>
+    })
 }
 
 /// The one OpenStack client of the process (connection pool, service token).

@@ -406,5 +406,10 @@ pub(crate) async fn finish_delete(
         .pki
         .delete(&cert_ctx(cluster), &ClusterCertRefs::from_cluster(cluster))
         .await;
+    if let (Some(os), Some(user)) = (inner.credentials.get(), cluster.user_id.as_deref())
+        && let Err(e) = magnum_openstack::credentials::revoke(os, user, &uuid).await
+    {
+        tracing::warn!(cluster = %uuid, "the cluster's OpenStack credential was not removed: {e}");
+    }
     Ok(())
 }

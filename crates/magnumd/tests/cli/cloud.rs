@@ -111,15 +111,20 @@ impl Env {
 
     /// A Barbican call as Magnum's service user.
     fn barbican_call(&self, method: &str, path: &str) -> Value {
+        self.barbican_with(method, path, "application/json")
+    }
+
+    /// A Barbican call as Magnum's service user, accepting `accept`.
+    fn barbican_with(&self, method: &str, path: &str, accept: &str) -> Value {
         let script = r#"
 import json, sys
 from keystoneauth1 import session
 from keystoneauth1.identity import v3
-auth_url, password, region, method, path = sys.argv[1:6]
+auth_url, password, region, method, path, accept = sys.argv[1:7]
 s = session.Session(auth=v3.Password(auth_url=auth_url, username="magnum", password=password,
     project_name="service", user_domain_id="default", project_domain_id="default"))
 r = s.request(path, method, endpoint_filter={"service_type": "key-manager", "region_name": region,
-    "interface": "public"}, raise_exc=False)
+    "interface": "public"}, headers={"Accept": accept}, raise_exc=False)
 print(json.dumps({"status": r.status_code, "body": r.json() if r.content else None}))
 "#;
         let out = Command::new(format!("{}/bin/python", self.ks["MAGNUM_TEST_VENV"]))
@@ -130,6 +135,7 @@ print(json.dumps({"status": r.status_code, "body": r.json() if r.content else No
             .arg(self.region())
             .arg(method)
             .arg(path)
+            .arg(accept)
             .env("PYTHONWARNINGS", "ignore")
             .output()
             .unwrap();
@@ -139,6 +145,65 @@ print(json.dumps({"status": r.status_code, "body": r.json() if r.content else No
             String::from_utf8_lossy(&out.stderr)
         );
         serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Keystone, as admin (`admin = true`) or anonymously: method, path under /v3, body.
+    fn keystone(&self, admin: bool, method: &str, path: &str, body: &Value) -> Value {
+        let script = r#"
+import json, sys
+from keystoneauth1 import session
+from keystoneauth1.identity import v3
+auth_url, password, admin, method, path, body = sys.argv[1:7]
+auth = v3.Password(auth_url=auth_url, username="admin", password=password, project_name="admin",
+    user_domain_id="default", project_domain_id="default") if admin == "1" else None
+s = session.Session(auth=auth)
+r = s.request(auth_url + path, method, json=json.loads(body) if body != "null" else None,
+    raise_exc=False, authenticated=admin == "1")
+print(json.dumps({"status": r.status_code, "body": r.json() if r.content else None}))
+"#;
+        let out = Command::new(format!("{}/bin/python", self.ks["MAGNUM_TEST_VENV"]))
+            .arg("-c")
+            .arg(script)
+            .arg(&self.ks["MAGNUM_TEST_AUTH_URL"])
+            .arg(&self.ks["MAGNUM_TEST_ADMIN_PASSWORD"])
+            .arg(if admin { "1" } else { "0" })
+            .arg(method)
+            .arg(path)
+            .arg(body.to_string())
+            .env("PYTHONWARNINGS", "ignore")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "keystone {path}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// The cluster's application credentials in Keystone (by name, under its owner).
+    fn app_credentials(&self, user_id: &str, cluster_uuid: &str) -> Vec<Value> {
+        let got = self.keystone(
+            true,
+            "GET",
+            &format!("/users/{user_id}/application_credentials?name=magnum-{cluster_uuid}"),
+            &Value::Null,
+        );
+        assert_eq!(got["status"], 200, "{got}");
+        got["body"]["application_credentials"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Barbican's secrets named `name`.
+    fn secrets(&self, name: &str) -> Vec<Value> {
+        let got = self.barbican(&format!("/v1/secrets?name={name}&limit=100"));
+        assert_eq!(got["status"], 200, "{got}");
+        got["body"]["secrets"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Barbican's certificate containers named `name`, with their secret references.
@@ -159,6 +224,46 @@ print(json.dumps({"status": r.status_code, "body": r.json() if r.content else No
     }
 }
 
+/// Brings a stopped (or frozen) service back when the test ends, however it ends, so one
+/// failure does not take the next tests' cloud down.
+struct Restore<'a> {
+    env: &'a Env,
+    service: &'static str,
+    frozen: bool,
+}
+
+impl Drop for Restore<'_> {
+    fn drop(&mut self) {
+        if self.frozen {
+            self.env.signal(self.service, "CONT");
+        } else {
+            self.env.ctl("start", self.service);
+        }
+    }
+}
+
+impl Env {
+    /// Stops `service` until the guard drops.
+    fn stopped(&self, service: &'static str) -> Restore<'_> {
+        self.ctl("stop", service);
+        Restore {
+            env: self,
+            service,
+            frozen: false,
+        }
+    }
+
+    /// Freezes `service` until the guard drops.
+    fn frozen(&self, service: &'static str) -> Restore<'_> {
+        self.signal(service, "STOP");
+        Restore {
+            env: self,
+            service,
+            frozen: true,
+        }
+    }
+}
+
 /// A `magnumd serve` of this test in the cloud, with the CLI pointed at it.
 pub(crate) struct Magnum {
     pub(crate) cli: Cli,
@@ -170,6 +275,23 @@ pub(crate) struct Magnum {
 }
 
 impl Magnum {
+    /// A `magnumd conductor` beside this test's `magnumd api` (stopped when dropped).
+    fn conductor(&self) -> ChildGuard {
+        let log = std::fs::File::create(
+            self.work
+                .path()
+                .join(format!("conductor-{}.log", magnum_testkit::tag())),
+        )
+        .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_magnumd"))
+            .args(["--config-file", &self.conf, "conductor"])
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        ChildGuard::new(child)
+    }
+
     /// One SQL statement on this magnumd's MariaDB database (the mysql CLI).
     fn sql(&self, statement: &str) {
         let out = Command::new("mysql")
@@ -217,6 +339,11 @@ fn cloud_conf(c: &Env, port: u16, db_url: &str, extra: &str) -> String {
 }
 
 pub(crate) fn start_magnum(c: &Cloud, extra: &str) -> Magnum {
+    start_magnum_as(c, extra, "serve")
+}
+
+/// As [`start_magnum`], running `sub` (`serve`, or `api` with conductors started apart).
+fn start_magnum_as(c: &Cloud, extra: &str, sub: &str) -> Magnum {
     let work = tempfile::tempdir().unwrap();
     let port = free_port();
     let region = format!("mt{port}");
@@ -259,7 +386,7 @@ pub(crate) fn start_magnum(c: &Cloud, extra: &str) -> Magnum {
             .success()
     );
     let log = std::fs::File::create(work.path().join("api.log")).unwrap();
-    let api = crate::spawn_magnumd(&conf, "serve", log, port);
+    let api = crate::spawn_magnumd(&conf, sub, log, port);
     let cli = Cli {
         openstack: c.ks["MAGNUM_TEST_OPENSTACK"].clone(),
         clouds: Some(clouds_file.display().to_string()),
@@ -471,6 +598,44 @@ fn templates_and_clusters_are_validated_against_the_real_services() {
     let done = wait_status(cli, who, "counted", "CREATE_COMPLETE");
     assert_eq!(done["keypair"], "demo-key");
 
+    // The cluster's own OpenStack credential: an application credential of its owner, its
+    // secret in Barbican, usable for the owner's project after the create's token is gone.
+    let uuid = done["uuid"].as_str().unwrap().to_owned();
+    let owner = c.ks["MAGNUM_TEST_DEMO_MEMBER_USER_ID"].clone();
+    let creds = c.app_credentials(&owner, &uuid);
+    assert_eq!(creds.len(), 1, "{creds:?}");
+    assert_eq!(creds[0]["unrestricted"], false, "{creds:?}");
+    let kept = c.secrets(&format!("magnum-cluster-{uuid}-credential"));
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let secret_id = kept[0]["secret_ref"]
+        .as_str()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let payload = c.barbican_with(
+        "GET",
+        &format!("/v1/secrets/{secret_id}/payload"),
+        "text/plain",
+    );
+    assert_eq!(payload["status"], 200, "{payload}");
+    let cred = &payload["body"];
+    assert_eq!(cred["id"], creds[0]["id"]);
+    let auth = c.keystone(
+        false,
+        "POST",
+        "/auth/tokens",
+        &serde_json::json!({"auth": {"identity": {"methods": ["application_credential"],
+            "application_credential": {"id": cred["id"], "secret": cred["secret"]}}}}),
+    );
+    assert_eq!(auth["status"], 201, "{auth}");
+    assert_eq!(
+        auth["body"]["token"]["project"]["id"].as_str(),
+        Some(c.ks["MAGNUM_TEST_DEMO_PROJECT_ID"].as_str()),
+        "{auth}"
+    );
+
     // Nodegroups: the root-disk rule on their flavor, as upstream.
     for (flavor, text) in [
         ("aaa", "Unable to find flavor aaa"),
@@ -522,6 +687,15 @@ fn templates_and_clusters_are_validated_against_the_real_services() {
     wait_status(cli, who, "lb", "CREATE_COMPLETE");
     for name in ["counted", "lb"] {
         cli.ok(who, &["coe", "cluster", "delete", name]);
+    }
+    // The credential goes with the cluster, from Keystone and from Barbican.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(c.app_credentials(&owner, &uuid).is_empty()
+        && c.secrets(&format!("magnum-cluster-{uuid}-credential"))
+            .is_empty())
+    {
+        assert!(Instant::now() < deadline, "the credential of {uuid} stayed");
+        std::thread::sleep(Duration::from_millis(500));
     }
 
     // magnumd status reaches Barbican as the service user.
@@ -614,80 +788,148 @@ fn certificates_live_in_barbican_and_go_with_the_cluster() {
     }
 }
 
-/// Barbican down during a create: CREATE_FAILED naming it, nothing half-stored; Glance down:
-/// template create answers at once with a clear error. Both recover when the service is back.
+/// Glance down: template create answers at once with a clear error; Nova hanging: a 503
+/// after the timeout; Barbican down when a create comes: 503 and nothing made; Barbican down
+/// during a create (after the API answered, before the conductor stored the certificates):
+/// CREATE_FAILED naming it, nothing half-stored. All recover when the service is back.
 #[test]
 fn a_service_that_is_down_gives_a_clear_error_and_work_recovers() {
     let Some(c) = cloud() else { return };
-    let m = start_magnum(&c, "");
+    let Some(rabbit) = magnum_testkit::env_or_skip("MAGNUM_TEST_RABBIT_URL") else {
+        return;
+    };
+    // The API and its conductor apart, over RabbitMQ, so a create can wait for its conductor.
+    let tag = magnum_testkit::tag();
+    let m = start_magnum_as(
+        &c,
+        &format!(
+            "[DEFAULT]\ntransport_url = {rabbit}\ncontrol_exchange = magnum_{tag}\n\n\
+             [conductor]\ntopic = magnum-conductor-{tag}\n"
+        ),
+        "api",
+    );
     let (cli, who) = (&m.cli, "demo-member");
+    let mut conductor = Some(m.conductor());
     cli.create_template(who, "down-t", "fedora-coreos-40", &FLAVORS);
 
-    c.ctl("stop", "glance");
-    let started = Instant::now();
-    cli.refused(
-        who,
-        &create_template_args("no-glance", "fedora-coreos-40", &FLAVORS),
-        503,
-        "The image service (Glance) cannot be reached",
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(20),
-        "{:?}",
-        started.elapsed()
-    );
-    c.ctl("start", "glance");
+    {
+        let _glance = c.stopped("glance");
+        let started = Instant::now();
+        cli.refused(
+            who,
+            &create_template_args("no-glance", "fedora-coreos-40", &FLAVORS),
+            503,
+            "The image service (Glance) cannot be reached",
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            started.elapsed()
+        );
+    }
     cli.create_template(who, "glance-back", "fedora-coreos-40", &FLAVORS);
 
     // A service that hangs: the call times out ([keystone_auth] timeout = 10 s here) and the
     // user gets a 503 naming it, not a hang.
-    c.signal("nova", "STOP");
-    let started = Instant::now();
-    let out = cli.run(
-        who,
-        &create_template_args("slow-nova", "fedora-coreos-40", &FLAVORS),
-    );
-    c.signal("nova", "CONT");
-    let err = crate::text(&out.stderr);
-    assert!(err.contains("(HTTP 503)"), "{err}");
-    assert!(
-        err.contains("The compute service (Nova) cannot be reached"),
-        "{err}"
-    );
-    let took = started.elapsed();
-    assert!(
-        took >= Duration::from_secs(9) && took < Duration::from_secs(40),
-        "{took:?}"
-    );
+    {
+        let _nova = c.frozen("nova");
+        let started = Instant::now();
+        let out = cli.run(
+            who,
+            &create_template_args("slow-nova", "fedora-coreos-40", &FLAVORS),
+        );
+        let err = crate::text(&out.stderr);
+        assert!(err.contains("(HTTP 503)"), "{err}");
+        assert!(
+            err.contains("The compute service (Nova) cannot be reached"),
+            "{err}"
+        );
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_secs(9) && took < Duration::from_secs(40),
+            "{took:?}"
+        );
+    }
     cli.create_template(who, "nova-back", "fedora-coreos-40", &FLAVORS);
 
-    c.ctl("stop", "barbican");
+    // Barbican down when the create comes: the cluster's credential cannot be kept, so the
+    // create is refused at once and nothing is made (no cluster, no credential in Keystone).
+    let owner = c.ks["MAGNUM_TEST_DEMO_MEMBER_USER_ID"].clone();
+    let credentials_of_owner = || {
+        let got = c.keystone(
+            true,
+            "GET",
+            &format!("/users/{owner}/application_credentials"),
+            &Value::Null,
+        );
+        got["body"]["application_credentials"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    let before = credentials_of_owner();
+    {
+        let _barbican = c.stopped("barbican");
+        cli.refused(
+            who,
+            &[
+                "coe",
+                "cluster",
+                "create",
+                "no-barbican",
+                "--cluster-template",
+                "down-t",
+            ],
+            503,
+            "The key manager service (Barbican) cannot be reached",
+        );
+    }
+    assert!(
+        !cli.run(who, &["coe", "cluster", "show", "no-barbican"])
+            .status
+            .success()
+    );
+    assert_eq!(
+        credentials_of_owner(),
+        before,
+        "a credential stayed in Keystone"
+    );
+
+    // Barbican down during the create: accepted while it answered, then the conductor
+    // cannot store the certificates.
+    drop(conductor.take());
     cli.ok(
         who,
         &[
             "coe",
             "cluster",
             "create",
-            "no-barbican",
+            "mid-create",
             "--cluster-template",
             "down-t",
         ],
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let failed = loop {
-        let s = show(cli, who, "no-barbican");
-        if s["status"] == "CREATE_FAILED" {
-            break s;
+    let failed = {
+        let _barbican = c.stopped("barbican");
+        conductor = Some(m.conductor());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let s = show(cli, who, "mid-create");
+            if s["status"] == "CREATE_FAILED" {
+                break s;
+            }
+            assert_eq!(s["status"], "CREATE_IN_PROGRESS", "{s}");
+            assert!(Instant::now() < deadline, "never failed: {s}");
+            std::thread::sleep(Duration::from_millis(500));
         }
-        assert_eq!(s["status"], "CREATE_IN_PROGRESS", "{s}");
-        assert!(Instant::now() < deadline, "never failed: {s}");
-        std::thread::sleep(Duration::from_millis(500));
     };
     let reason = failed["status_reason"].as_str().unwrap_or_default();
     assert!(reason.contains("Barbican"), "{reason}");
-    c.ctl("start", "barbican");
-    assert!(c.containers("no-barbican").is_empty());
-    // Back: a new cluster completes, and the failed one can be deleted.
+    assert!(
+        c.containers("mid-create").is_empty(),
+        "half-stored certificates"
+    );
+
+    // Back: a new cluster completes, and the failed one can be deleted with its credential.
     cli.ok(
         who,
         &[
@@ -701,17 +943,18 @@ fn a_service_that_is_down_gives_a_clear_error_and_work_recovers() {
     );
     wait_status(cli, who, "barbican-back", "CREATE_COMPLETE");
     assert_eq!(c.containers("barbican-back").len(), 4);
-    for name in ["no-barbican", "barbican-back"] {
+    for name in ["mid-create", "barbican-back"] {
         cli.ok(who, &["coe", "cluster", "delete", name]);
     }
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !c.containers("barbican-back").is_empty() {
+    while !c.containers("barbican-back").is_empty() || credentials_of_owner() != before {
         assert!(
             Instant::now() < deadline,
-            "barbican-back's certificates stayed"
+            "certificates or credentials stayed"
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    drop(conductor);
 }
 
 /// A cluster whose certificates upstream Magnum 23.0.0's own Barbican store wrote (its code,

@@ -1,0 +1,216 @@
+//! Per-cluster OpenStack credentials, so a conductor can act in a cluster's project long after
+//! the user's token expired, without any token travelling between our processes: the API
+//! makes a Keystone application credential for the cluster's owner with the owner's own token
+//! before it answers (name `magnum-<cluster uuid>`, restricted: it cannot make or delete
+//! other credentials), and keeps its id and secret in Barbican as a secret of Magnum's service
+//! user (Barbican encrypts it at rest). Drivers read it with [`fetch`]; the conductor removes
+//! both with the cluster ([`revoke`]), as the service user, whom Keystone's default policy
+//! (`admin_required or owner`) lets delete another user's application credential.
+
+use std::sync::Arc;
+
+use magnum_core::UserToken;
+use serde_json::{Value, json};
+
+use crate::catalog::ServiceType;
+use crate::error::{OsError, message_of};
+use crate::keymanager;
+use crate::session::{Body, OpenStack, Session};
+
+/// An application credential: its id and secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AppCredential {
+    pub id: String,
+    pub secret: String,
+}
+
+impl std::fmt::Debug for AppCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppCredential")
+            .field("id", &self.id)
+            .field("secret", &"****")
+            .finish()
+    }
+}
+
+/// Keystone's name of a cluster's application credential.
+pub fn credential_name(cluster_uuid: &str) -> String {
+    format!("magnum-{cluster_uuid}")
+}
+
+/// Barbican's name of the secret holding it.
+pub fn secret_name(cluster_uuid: &str) -> String {
+    format!("magnum-cluster-{cluster_uuid}-credential")
+}
+
+fn identity_v3(s: &Session) -> Result<String, OsError> {
+    let base = s.endpoint(ServiceType::Identity)?;
+    let base = base.trim_end_matches('/');
+    Ok(if base.ends_with("/v3") {
+        base.to_owned()
+    } else {
+        format!("{base}/v3")
+    })
+}
+
+fn segment(value: &str) -> Result<&str, OsError> {
+    if value.is_empty() || value.contains(['/', '?', '#', '%']) {
+        return Err(OsError::Status {
+            service: ServiceType::Identity,
+            status: 400,
+            detail: format!("{value:?} is not an id"),
+        });
+    }
+    Ok(value)
+}
+
+/// Makes the cluster's credential as `user` and stores it; on a failure half-way nothing is
+/// left (the credential is deleted again).
+pub async fn issue(
+    os: &Arc<OpenStack>,
+    user: &UserToken,
+    user_id: &str,
+    cluster_uuid: &str,
+) -> Result<(), OsError> {
+    let us = os.user_session(user);
+    let url = format!(
+        "{}/users/{}/application_credentials",
+        identity_v3(&us)?,
+        segment(user_id)?
+    );
+    let body = json!({"application_credential": {
+        "name": credential_name(cluster_uuid),
+        "description": format!("Magnum cluster {cluster_uuid}"),
+        "unrestricted": false,
+    }});
+    let (status, text) = us
+        .call(
+            ServiceType::Identity,
+            reqwest::Method::POST,
+            &url,
+            Body::Json(&body),
+            "application/json",
+        )
+        .await?;
+    if status != 201 {
+        return Err(OsError::Status {
+            service: ServiceType::Identity,
+            status,
+            detail: message_of(&text),
+        });
+    }
+    let v: Value = crate::session::parse(ServiceType::Identity, &text)?;
+    let cred = AppCredential {
+        id: v["application_credential"]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        secret: v["application_credential"]["secret"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    };
+    let stored = async {
+        let svc = os.service_session().await?;
+        let payload = json!({"id": cred.id, "secret": cred.secret}).to_string();
+        keymanager::create_secret(&svc, &secret_name(cluster_uuid), &payload).await
+    }
+    .await;
+    if let Err(e) = stored {
+        // Not kept, so not usable: take the credential back.
+        let _ = us
+            .call(
+                ServiceType::Identity,
+                reqwest::Method::DELETE,
+                &format!("{url}/{}", segment(&cred.id)?),
+                Body::None,
+                "application/json",
+            )
+            .await;
+        return Err(e);
+    }
+    Ok(())
+}
+
+async fn stored_secrets(svc: &Session, cluster_uuid: &str) -> Result<Vec<String>, OsError> {
+    let v = svc
+        .get_json(
+            ServiceType::KeyManager,
+            &format!("/v1/secrets?name={}&limit=10", secret_name(cluster_uuid)),
+        )
+        .await?
+        .unwrap_or(Value::Null);
+    Ok(v["secrets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["secret_ref"].as_str().map(str::to_owned))
+        .collect())
+}
+
+/// The cluster's credential, for a driver to hand to the cluster (`None` when none was made).
+pub async fn fetch(
+    os: &Arc<OpenStack>,
+    cluster_uuid: &str,
+) -> Result<Option<AppCredential>, OsError> {
+    let svc = os.service_session().await?;
+    for r in stored_secrets(&svc, cluster_uuid).await? {
+        if let Some(payload) = keymanager::get_payload(&svc, &r).await? {
+            let v: Value = crate::session::parse(ServiceType::KeyManager, &payload)?;
+            if let (Some(id), Some(secret)) = (v["id"].as_str(), v["secret"].as_str()) {
+                return Ok(Some(AppCredential {
+                    id: id.to_owned(),
+                    secret: secret.to_owned(),
+                }));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Deletes the cluster's credential from Keystone (found by its name under `user_id`) and its
+/// secret from Barbican. Already gone is fine.
+pub async fn revoke(os: &Arc<OpenStack>, user_id: &str, cluster_uuid: &str) -> Result<(), OsError> {
+    let svc = os.service_session().await?;
+    let base = format!(
+        "{}/users/{}/application_credentials",
+        identity_v3(&svc)?,
+        segment(user_id)?
+    );
+    let listed = svc
+        .get_json(
+            ServiceType::Identity,
+            &format!("{base}?name={}", credential_name(cluster_uuid)),
+        )
+        .await?
+        .unwrap_or(Value::Null);
+    for cred in listed["application_credentials"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let Some(id) = cred["id"].as_str() else {
+            continue;
+        };
+        let (status, text) = svc
+            .call(
+                ServiceType::Identity,
+                reqwest::Method::DELETE,
+                &format!("{base}/{}", segment(id)?),
+                Body::None,
+                "application/json",
+            )
+            .await?;
+        if !(200..300).contains(&status) && status != 404 {
+            return Err(OsError::Status {
+                service: ServiceType::Identity,
+                status,
+                detail: message_of(&text),
+            });
+        }
+    }
+    for r in stored_secrets(&svc, cluster_uuid).await? {
+        keymanager::delete(&svc, "secrets", &r).await?;
+    }
+    Ok(())
+}
