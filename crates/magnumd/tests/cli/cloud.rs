@@ -1116,3 +1116,37 @@ fn certificates_written_by_upstreams_barbican_store_work_here() {
         std::thread::sleep(Duration::from_millis(500));
     }
 }
+
+/// `noauth` with `[keystone_auth]` set: there is no caller's token, so the checks run as
+/// Magnum's service user against the catalogue it gets.
+#[test]
+fn noauth_with_service_credentials_still_validates() {
+    let Some(c) = cloud() else { return };
+    let m = start_magnum(&c, "\n[api]\nauth_strategy = noauth\n");
+    let body = |image: &str| {
+        serde_json::json!({"name": format!("noauth-{image}"), "coe": "kubernetes",
+            "image_id": image, "external_network_id": "public",
+            "flavor_id": "m1.small", "master_flavor_id": "m1.medium"})
+    };
+    let (code, err) = crate::http(
+        m.port,
+        None,
+        "POST",
+        "/v1/clustertemplates",
+        Some(&body("no-such-image")),
+    );
+    assert_eq!(code, 400, "{err}");
+    assert_eq!(
+        err["errors"][0]["detail"], "Image no-such-image could not be found.",
+        "{err}"
+    );
+    let (code, t) = crate::http(
+        m.port,
+        None,
+        "POST",
+        "/v1/clustertemplates",
+        Some(&body("fedora-coreos-40")),
+    );
+    assert_eq!(code, 201, "{t}");
+    assert_eq!(t["cluster_distro"], "fedora-coreos", "{t}");
+}
