@@ -593,3 +593,84 @@ fn openstack_coe_commands_as_each_persona() {
     drop(running);
     drop(db);
 }
+
+/// openstacksdk's container-infrastructure-management proxy (PyPI, as automation uses it)
+/// creates, lists, updates and deletes templates and clusters against `magnumd serve` with a
+/// real Keystone (test-support/keystone/sdk_lifecycle.py).
+#[test]
+fn openstacksdk_manages_templates_and_clusters() {
+    if !magnum_testkit::flag("MAGNUM_TEST_KEYSTONE") {
+        magnum_testkit::skip("MAGNUM_TEST_KEYSTONE is not 1");
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let api_port = free_port();
+    let (mut running, env) = start_keystone(work.path(), api_port);
+    let db = ServerDb::create_blocking(Server::MariaDb, "magnum_cli").unwrap();
+    let conf = work.path().join("magnum.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[api]\nhost = 127.0.0.1\nport = {api_port}\n\n[database]\nconnection = {db}\n\n{ks}\n{sim}",
+            db = db.url_with_scheme("mysql+pymysql"),
+            ks = authtoken_section(&env),
+            sim = crate::lifecycle::FAST_SIMULATION,
+        ),
+    )
+    .unwrap();
+    let conf = conf.display().to_string();
+    assert!(
+        crate::magnumd(&["--config-file", &conf, "db", "upgrade"])
+            .status
+            .success()
+    );
+    let log = std::fs::File::create(work.path().join("api.log")).unwrap();
+    running.api = Some(crate::spawn_magnumd(&conf, "serve", log, api_port));
+    let out = Command::new(format!("{}/bin/python", env["MAGNUM_TEST_VENV"]))
+        .arg(repo_root().join("test-support/keystone/sdk_lifecycle.py"))
+        .arg("demo-member")
+        .arg(magnum_testkit::tag())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env(
+            "HOME",
+            std::env::var("HOME").unwrap_or_else(|_| "/tmp".into()),
+        )
+        .env("OS_CLIENT_CONFIG_FILE", &env["OS_CLIENT_CONFIG_FILE"])
+        .env("PYTHONWARNINGS", "ignore")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let steps: HashMap<String, Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| (v["step"].as_str().unwrap_or_default().to_owned(), v))
+        .collect();
+    assert_eq!(
+        steps["template create"]["labels"]["kube_tag"], "v1.30.4",
+        "{text}"
+    );
+    assert_eq!(steps["template list"]["found"], true, "{text}");
+    assert!(
+        steps["template update"]["name"]
+            .as_str()
+            .is_some_and(|n| n.ends_with("-renamed")),
+        "{text}"
+    );
+    assert_eq!(
+        steps["cluster create"]["status"], "CREATE_COMPLETE",
+        "{text}"
+    );
+    assert_eq!(steps["cluster create"]["coe_version"], "v1.30.4", "{text}");
+    assert_eq!(steps["cluster list"]["found"], true, "{text}");
+    assert_eq!(steps["cluster update"]["node_count"], 2, "{text}");
+    assert_eq!(steps["cluster delete"]["gone"], true, "{text}");
+    assert_eq!(steps["template delete"]["gone"], true, "{text}");
+    drop(running);
+    drop(db);
+}
