@@ -22,8 +22,19 @@ pub async fn handle(State(app): State<Arc<AppState>>, request: Request) -> Respo
     let request_id = format!("req-{}", uuid::Uuid::new_v4());
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
-    let mut resp = dispatch(&app, request).await;
-    tracing::info!(%request_id, %method, %path, status = resp.status().as_u16(), "request");
+    // Every line logged for this request names it, and the caller once known; the id
+    // travels on in the RPC context, so the conductor's lines name it too.
+    let span = tracing::info_span!(
+        "request",
+        request_id = %request_id,
+        user = tracing::field::Empty,
+        project = tracing::field::Empty
+    );
+    let mut resp =
+        tracing::Instrument::instrument(dispatch(&app, request, &request_id), span.clone()).await;
+    span.in_scope(|| {
+        tracing::info!(%method, %path, status = resp.status().as_u16(), "request");
+    });
     if let Ok(v) = HeaderValue::from_str(&request_id) {
         resp.headers_mut().insert("x-openstack-request-id", v);
     }
@@ -54,7 +65,7 @@ fn add_version_headers(resp: &mut Response, v: ApiVersion) {
     }
 }
 
-async fn dispatch(app: &AppState, request: Request) -> Response {
+async fn dispatch(app: &AppState, request: Request, request_id: &str) -> Response {
     let (parts, body) = request.into_parts();
     let path = parts.uri.path();
     if path == "/healthcheck" {
@@ -96,6 +107,10 @@ async fn dispatch(app: &AppState, request: Request) -> Response {
         match app.auth.context(&parts.headers).await {
             Ok(mut ctx) => {
                 ctx.is_admin = app.policy.is_admin(&ctx);
+                ctx.request_id = Some(request_id.to_owned());
+                let span = tracing::Span::current();
+                span.record("user", ctx.user_id.as_deref().unwrap_or("-"));
+                span.record("project", ctx.project_id.as_deref().unwrap_or("-"));
                 ctx
             }
             Err(e) => return e.into_response(),

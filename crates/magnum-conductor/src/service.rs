@@ -151,48 +151,149 @@ impl Worker for StatusSync {
     }
 }
 
+/// Runs one handler in a span naming the request (its id comes from the API in the RPC
+/// context), the caller and the cluster, so every line it logs carries them.
+async fn handled<T>(
+    method: &'static str,
+    ctx: &RequestContext,
+    cluster: String,
+    work: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    let span = tracing::info_span!(
+        "rpc",
+        request_id = ctx.request_id.as_deref().unwrap_or("-"),
+        user = ctx.user_id.as_deref().unwrap_or("-"),
+        project = ctx.project_id.as_deref().unwrap_or("-"),
+        cluster = %cluster
+    );
+    tracing::Instrument::instrument(
+        async move {
+            tracing::info!(method, "handling");
+            let out = work.await;
+            if let Err(e) = &out {
+                tracing::info!(method, "refused: {e}");
+            }
+            out
+        },
+        span,
+    )
+    .await
+}
+
 /// The RPC surface: each method is one handler on the shared state.
 #[async_trait]
 impl ConductorApi for Conductor {
     async fn cluster_create(&self, ctx: &RequestContext, req: ClusterCreate) -> Result<()> {
-        handlers::cluster::create(&self.inner, ctx, &req.cluster_uuid).await
+        handled(
+            "cluster_create",
+            ctx,
+            req.cluster_uuid.clone(),
+            handlers::cluster::create(&self.inner, ctx, &req.cluster_uuid),
+        )
+        .await
     }
     async fn cluster_update(&self, ctx: &RequestContext, req: ClusterUpdate) -> Result<()> {
-        handlers::cluster::update(&self.inner, ctx, req).await
+        handled(
+            "cluster_update",
+            ctx,
+            req.cluster_uuid.clone(),
+            handlers::cluster::update(&self.inner, ctx, req),
+        )
+        .await
     }
     async fn cluster_delete(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
-        handlers::cluster::delete(&self.inner, ctx, &req.cluster_uuid).await
+        handled(
+            "cluster_delete",
+            ctx,
+            req.cluster_uuid.clone(),
+            handlers::cluster::delete(&self.inner, ctx, &req.cluster_uuid),
+        )
+        .await
     }
     async fn cluster_resize(&self, ctx: &RequestContext, req: ClusterResize) -> Result<()> {
-        handlers::cluster::resize(&self.inner, ctx, req).await
+        handled(
+            "cluster_resize",
+            ctx,
+            req.cluster_uuid.clone(),
+            handlers::cluster::resize(&self.inner, ctx, req),
+        )
+        .await
     }
     async fn cluster_upgrade(&self, ctx: &RequestContext, req: ClusterUpgrade) -> Result<()> {
-        handlers::cluster::upgrade(&self.inner, ctx, req).await
+        handled(
+            "cluster_upgrade",
+            ctx,
+            req.cluster_uuid.clone(),
+            handlers::cluster::upgrade(&self.inner, ctx, req),
+        )
+        .await
     }
     async fn nodegroup_create(&self, ctx: &RequestContext, req: NodegroupRef) -> Result<()> {
-        handlers::nodegroup::create(&self.inner, ctx, req).await
+        handled(
+            "nodegroup_create",
+            ctx,
+            req.cluster_uuid.clone(),
+            handlers::nodegroup::create(&self.inner, ctx, req),
+        )
+        .await
     }
     async fn nodegroup_update(&self, ctx: &RequestContext, req: NodegroupUpdate) -> Result<()> {
-        handlers::nodegroup::update(&self.inner, ctx, req).await
+        handled(
+            "nodegroup_update",
+            ctx,
+            req.cluster_uuid.clone(),
+            handlers::nodegroup::update(&self.inner, ctx, req),
+        )
+        .await
     }
     async fn nodegroup_delete(&self, ctx: &RequestContext, req: NodegroupRef) -> Result<()> {
-        handlers::nodegroup::delete(&self.inner, ctx, req).await
+        handled(
+            "nodegroup_delete",
+            ctx,
+            req.cluster_uuid.clone(),
+            handlers::nodegroup::delete(&self.inner, ctx, req),
+        )
+        .await
     }
     async fn credential_rotate(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
-        handlers::ca::rotate_credential(&self.inner, ctx, &req.cluster_uuid).await
+        handled(
+            "credential_rotate",
+            ctx,
+            req.cluster_uuid.clone(),
+            handlers::ca::rotate_credential(&self.inner, ctx, &req.cluster_uuid),
+        )
+        .await
     }
     async fn sign_certificate(&self, ctx: &RequestContext, req: SignCertificate) -> Result<String> {
-        handlers::ca::sign(&self.inner, ctx, req).await
+        handled(
+            "sign_certificate",
+            ctx,
+            req.cluster_uuid.clone(),
+            handlers::ca::sign(&self.inner, ctx, req),
+        )
+        .await
     }
     async fn get_ca_certificate(
         &self,
         ctx: &RequestContext,
         req: GetCaCertificate,
     ) -> Result<String> {
-        handlers::ca::get_ca(&self.inner, ctx, req).await
+        handled(
+            "get_ca_certificate",
+            ctx,
+            req.cluster_uuid.clone(),
+            handlers::ca::get_ca(&self.inner, ctx, req),
+        )
+        .await
     }
     async fn rotate_ca_certificate(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
-        handlers::ca::rotate_ca(&self.inner, ctx, &req.cluster_uuid).await
+        handled(
+            "rotate_ca_certificate",
+            ctx,
+            req.cluster_uuid.clone(),
+            handlers::ca::rotate_ca(&self.inner, ctx, &req.cluster_uuid),
+        )
+        .await
     }
     async fn ping_conductor(&self, _ctx: &RequestContext) -> Result<bool> {
         Ok(true)

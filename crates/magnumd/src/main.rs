@@ -1,6 +1,7 @@
 //! `magnumd`: the one binary of magnum-rs. This file is CLI parsing and wiring only.
 
 mod commands;
+mod logging;
 mod server;
 mod settings;
 
@@ -128,7 +129,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
     if let Command::Serve { data_dir } = &cli.command {
         settings::embedded_defaults(&mut cfg, data_dir.as_deref(), found_config)?;
     }
-    settings::init_logging(&cfg);
+    let binary = match &cli.command {
+        Command::Api => "magnum-api",
+        Command::Conductor => "magnum-conductor",
+        _ => "magnumd",
+    };
+    let logging = logging::init(&cfg, binary)?;
     for warning in cfg.warnings() {
         tracing::warn!("{warning}");
     }
@@ -136,6 +142,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
         .enable_all()
         .build()
         .map_err(|e| Failure::Runtime(format!("cannot start the async runtime: {e}")))?;
+    if let Some(file) = logging.file.clone() {
+        let _entered = runtime.enter();
+        logging::reopen_on_sighup(file);
+    }
     match cli.command {
         Command::Db {
             command: DbCommand::Upgrade,

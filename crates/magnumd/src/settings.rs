@@ -4,25 +4,8 @@ use std::time::Duration;
 
 use magnum_core::config::Config;
 use magnum_db::{DbSettings, DbUrl};
-use tracing_subscriber::EnvFilter;
 
 use crate::Failure;
-
-/// Logs go to stderr; `RUST_LOG` overrides `[DEFAULT] debug`.
-pub fn init_logging(cfg: &Config) {
-    let default = if cfg.default.debug {
-        "debug,sqlx=warn"
-    } else {
-        "info,sqlx=warn"
-    };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .try_init();
-}
 
 fn non_negative(v: i64, unlimited: u32) -> u32 {
     if v < 0 {

@@ -67,8 +67,10 @@ section! {
         debug: bool = false;
         /// Log to this file instead of standard error.
         log_file: Option<String> = None, opt().aliases(&["logfile"]);
-        /// Directory for log_file when it is a relative path.
+        /// Directory for log_file when it is a relative path (alone: `<binary>.log` in it).
         log_dir: Option<String> = None, opt().aliases(&["logdir"]);
+        /// Log JSON lines (with request id, user, project and cluster) instead of text.
+        use_json: bool = false;
         /// Top-level directory for Magnum's state; `$state_path` in other values refers to it.
         state_path: String = "/var/lib/magnum".into();
         /// Messaging transport for RPC and notifications, e.g.
@@ -109,7 +111,7 @@ section! {
     accept [
         // oslo.log
         "verbose", "log_config_append", "log_config", "log-config", "log_date_format",
-        "use_syslog", "use_journal", "syslog_log_facility", "use_json", "use_stderr",
+        "use_syslog", "use_journal", "syslog_log_facility", "use_stderr",
         "use_eventlog", "log_color",
         "log_rotate_interval", "log_rotate_interval_type", "max_logfile_count",
         "max_logfile_size_mb", "log_rotation_type", "logging_context_format_string",

@@ -413,3 +413,147 @@ fn a_create_queued_past_the_users_token_lifetime_still_completes() {
     let done = crate::lifecycle::wait_status(&cli, "demo-member", "queued", "CREATE_COMPLETE");
     assert!(done["api_address"].as_str().is_some(), "{done}");
 }
+
+/// With `[DEFAULT] log_dir` and `use_json`, `magnumd api` and `magnumd conductor` write
+/// `magnum-api.log` and `magnum-conductor.log` as JSON lines; the conductor's lines for a
+/// create carry the request id the API answered that create with; after logrotate moves a file
+/// and sends SIGHUP the file is reopened; no token or password is in either.
+#[test]
+fn api_and_conductor_log_json_to_log_dir_and_reopen_on_sighup() {
+    let rabbit = std::env::var("MAGNUM_TEST_RABBIT_URL")
+        .ok()
+        .filter(|v| !v.is_empty());
+    let (Some(rabbit), true) = (rabbit, magnum_testkit::flag("MAGNUM_TEST_KEYSTONE")) else {
+        magnum_testkit::skip("needs MAGNUM_TEST_RABBIT_URL and MAGNUM_TEST_KEYSTONE=1");
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let api_port = free_port();
+    let (_keystone, env) = crate::client::start_keystone(w, api_port);
+    let db = ServerDb::create_blocking(Server::MariaDb, "magnum_cli").unwrap();
+    let tag = magnum_testkit::tag();
+    let logs = w.join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let conf = w.join("magnum.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[DEFAULT]\ntransport_url = {rabbit}\ncontrol_exchange = magnum_{tag}\n\
+             log_dir = {logs}\nuse_json = true\n\n\
+             [conductor]\ntopic = magnum-conductor-{tag}\n\n\
+             [api]\nhost = 127.0.0.1\nport = {api_port}\n\n[database]\nconnection = {db}\n\n\
+             {ks}\n{sim}",
+            logs = logs.display(),
+            db = db.url_with_scheme("mysql+pymysql"),
+            ks = crate::client::authtoken_section(&env),
+            sim = crate::lifecycle::FAST_SIMULATION,
+        ),
+    )
+    .unwrap();
+    let conf_s = conf.display().to_string();
+    assert!(
+        crate::magnumd(&["--config-file", &conf_s, "db", "upgrade"])
+            .status
+            .success()
+    );
+    let mut procs = Children::default();
+    let api = procs.spawn(magnumd(&[&conf], "api"), &w.join("api.stderr"));
+    procs.spawn(magnumd(&[&conf], "conductor"), &w.join("conductor.stderr"));
+    wait_for_port(api_port, &mut procs.0[api]);
+    let cli = Cli {
+        openstack: env["MAGNUM_TEST_OPENSTACK"].clone(),
+        clouds: Some(env["OS_CLIENT_CONFIG_FILE"].clone()),
+        global: Vec::new(),
+    };
+    cli.create_template("demo-member", "logged-t", "ubuntu-2204", &[]);
+    let token = cli
+        .ok(
+            "demo-member",
+            &["token", "issue", "-f", "value", "-c", "id"],
+        )
+        .trim()
+        .to_owned();
+    let body = r#"{"name": "logged", "cluster_template_id": "logged-t", "node_count": 1}"#;
+    let reply = magnum_testkit::raw_http(
+        api_port,
+        &format!(
+            "POST /v1/clusters HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Auth-Token: {token}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+        Duration::from_secs(30),
+    );
+    assert!(reply.starts_with("HTTP/1.1 202"), "{reply}");
+    let request_id = reply
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("x-openstack-request-id: ")
+                .map(|v| v.trim().to_owned())
+        })
+        .unwrap();
+    crate::lifecycle::wait_status(&cli, "demo-member", "logged", "CREATE_COMPLETE");
+
+    let lines = |name: &str| -> Vec<Value> {
+        let text = std::fs::read_to_string(logs.join(name)).unwrap_or_default();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{name}: {e}: {l}")))
+            .collect()
+    };
+    let of_request = |name: &str| {
+        lines(name)
+            .into_iter()
+            .filter(|l| l["span"]["request_id"] == request_id.as_str())
+            .collect::<Vec<_>>()
+    };
+    let api_lines = of_request("magnum-api.log");
+    assert!(!api_lines.is_empty(), "{:?}", lines("magnum-api.log"));
+    let conductor_lines = of_request("magnum-conductor.log");
+    assert!(
+        conductor_lines
+            .iter()
+            .any(|l| l["method"] == "cluster_create"),
+        "no conductor line with {request_id}: {:?}",
+        lines("magnum-conductor.log")
+    );
+    let user = &env["MAGNUM_TEST_DEMO_MEMBER_USER_ID"];
+    assert!(
+        conductor_lines
+            .iter()
+            .all(|l| l["span"]["user"] == user.as_str())
+    );
+    assert!(
+        conductor_lines
+            .iter()
+            .all(|l| l["span"]["cluster"].is_string())
+    );
+
+    // logrotate: move the file away, SIGHUP, and the next lines go to a new file.
+    std::fs::rename(logs.join("magnum-api.log"), logs.join("magnum-api.log.1")).unwrap();
+    let st = Command::new("kill")
+        .args(["-HUP", &procs.0[api].id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let _ = http(api_port, Some(&token), "GET", "/v1/clusters", None);
+        if lines("magnum-api.log")
+            .iter()
+            .any(|l| l["path"] == "/v1/clusters")
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "magnum-api.log not reopened");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for f in ["magnum-api.log", "magnum-api.log.1", "magnum-conductor.log"] {
+        let text = std::fs::read_to_string(logs.join(f)).unwrap();
+        assert!(!text.contains(&token), "the user's token is in {f}");
+        assert!(
+            !text.contains(&env["MAGNUM_TEST_SERVICE_PASSWORD"]),
+            "the service password is in {f}"
+        );
+    }
+}

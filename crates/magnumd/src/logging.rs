@@ -1,0 +1,192 @@
+//! Logs as operators of Magnum expect: oslo.log's place (`[DEFAULT] log_file`, `log_dir`,
+//! else standard error), its text layout (`<time> <pid> <LEVEL> <module> [<request id> <user>
+//! <project>] <message>`), or JSON lines with `use_json`; a log file is reopened on SIGHUP,
+//! so logrotate can move it away. Lines are written by a worker thread, never on the async
+//! threads. `RUST_LOG` overrides `[DEFAULT] debug`.
+
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use magnum_core::config::Config;
+use tracing::{Event, Subscriber};
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
+use tracing_subscriber::registry::LookupSpan;
+
+use crate::Failure;
+
+/// Where oslo.log writes: `log_dir/log_file`, `log_file`, `log_dir/<binary>.log`, or stderr.
+pub fn log_path(cfg: &Config, binary: &str) -> Option<PathBuf> {
+    let d = &cfg.default;
+    let file = d.log_file.as_deref().filter(|f| !f.is_empty());
+    let dir = d.log_dir.as_deref().filter(|f| !f.is_empty());
+    match (file, dir) {
+        (Some(f), Some(dir)) => Some(Path::new(dir).join(f)),
+        (Some(f), None) => Some(PathBuf::from(f)),
+        (None, Some(dir)) => Some(Path::new(dir).join(format!("{binary}.log"))),
+        (None, None) => None,
+    }
+}
+
+/// A log file that can be reopened at its path (after logrotate moved it).
+#[derive(Clone)]
+pub struct LogFile {
+    path: PathBuf,
+    file: Arc<Mutex<File>>,
+}
+
+fn open(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new().create(true).append(true).open(path)
+}
+
+impl LogFile {
+    pub fn open(path: &Path) -> std::io::Result<Self> {
+        Ok(Self {
+            path: path.to_owned(),
+            file: Arc::new(Mutex::new(open(path)?)),
+        })
+    }
+
+    /// Opens the path again; later lines go to the new file.
+    pub fn reopen(&self) -> std::io::Result<()> {
+        let fresh = open(&self.path)?;
+        if let Ok(mut f) = self.file.lock() {
+            *f = fresh;
+        }
+        Ok(())
+    }
+}
+
+impl Write for LogFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self.file.lock() {
+            Ok(mut f) => f.write(buf),
+            Err(_) => Ok(buf.len()),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self.file.lock() {
+            Ok(mut f) => f.flush(),
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+/// Keeps the log writer alive (dropping it flushes what is queued) and the file to reopen.
+pub struct Logging {
+    _guard: Option<tracing_appender::non_blocking::WorkerGuard>,
+    pub file: Option<LogFile>,
+}
+
+/// oslo.log's default text layout, with the request's ids from the enclosing spans.
+struct OsloText;
+
+impl<S, N> FormatEvent<S, N> for OsloText
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut w: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        let meta = event.metadata();
+        write!(
+            w,
+            "{} {} {} {} [",
+            chrono::Local::now().format("%Y-%m-%d %H:%M:%S%.3f"),
+            std::process::id(),
+            meta.level(),
+            meta.target().replace("::", "."),
+        )?;
+        let mut first = true;
+        if let Some(scope) = ctx.event_scope() {
+            for span in scope.from_root() {
+                if let Some(fields) = span.extensions().get::<FormattedFields<N>>()
+                    && !fields.is_empty()
+                {
+                    if !first {
+                        w.write_char(' ')?;
+                    }
+                    write!(w, "{fields}")?;
+                    first = false;
+                }
+            }
+        }
+        if first {
+            w.write_char('-')?;
+        }
+        w.write_str("] ")?;
+        ctx.field_format().format_fields(w.by_ref(), event)?;
+        writeln!(w)
+    }
+}
+
+/// Sets up logging for `binary` (`magnum-api`, `magnum-conductor`, `magnumd`).
+pub fn init(cfg: &Config, binary: &str) -> Result<Logging, Failure> {
+    let default = if cfg.default.debug {
+        "debug,sqlx=warn"
+    } else {
+        "info,sqlx=warn"
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let path = log_path(cfg, binary);
+    let file = match &path {
+        Some(p) => Some(LogFile::open(p).map_err(|e| {
+            Failure::Config(format!(
+                "[DEFAULT] log_file/log_dir: cannot open {}: {e}",
+                p.display()
+            ))
+        })?),
+        None => None,
+    };
+    let (writer, guard) = match &file {
+        Some(f) => tracing_appender::non_blocking(f.clone()),
+        None => tracing_appender::non_blocking(std::io::stderr()),
+    };
+    let ansi = file.is_none() && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer)
+        .with_ansi(ansi);
+    let _ = if cfg.default.use_json {
+        builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .flatten_event(true)
+            .try_init()
+    } else {
+        builder.event_format(OsloText).try_init()
+    };
+    Ok(Logging {
+        _guard: Some(guard),
+        file,
+    })
+}
+
+/// Reopens the log file on each SIGHUP (logrotate's `postrotate`), until the process ends.
+pub fn reopen_on_sighup(file: LogFile) {
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            return;
+        };
+        while hup.recv().await.is_some() {
+            let f = file.clone();
+            match tokio::task::spawn_blocking(move || f.reopen()).await {
+                Ok(Ok(())) => tracing::info!("log file reopened"),
+                Ok(Err(e)) => tracing::error!("log file not reopened: {e}"),
+                Err(e) => tracing::error!("log file not reopened: {e}"),
+            }
+        }
+    });
+}
