@@ -170,7 +170,7 @@ pub async fn status(cfg: &Config, config_dirs: &[std::path::PathBuf]) -> Result<
 }
 
 /// Barbican needs the service user to authenticate and the catalogue to list key-manager.
-async fn barbican_check(cfg: &Config) -> Result<String, String> {
+pub(crate) async fn barbican_check(cfg: &Config) -> Result<String, String> {
     let settings = crate::settings::openstack_settings(cfg).map_err(|e| e.to_string())?;
     if settings.credentials.is_none() || settings.auth_url.is_none() {
         return Err("[certificates] cert_manager_type = barbican needs Magnum's service credentials in [keystone_auth]".into());

@@ -4,6 +4,7 @@ mod commands;
 mod logging;
 mod server;
 mod settings;
+mod upgrade_check;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -49,7 +50,10 @@ enum Command {
     Conductor,
     /// Check that this node can run: configuration, database reachable and at head, policy
     /// file loads, Keystone reachable (when used). Prints one line per check; exit 1 if any fails.
-    Status,
+    Status {
+        #[command(subcommand)]
+        command: Option<StatusCommand>,
+    },
     /// Database schema tools (the schema is upstream's Alembic head b3e1cf4a2d5e).
     Db {
         #[command(subcommand)]
@@ -60,6 +64,22 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+}
+
+#[derive(Subcommand, Debug)]
+enum StatusCommand {
+    /// Upgrade checks (`upgrade check`), as upstream's `magnum-status upgrade check`.
+    Upgrade {
+        #[command(subcommand)]
+        command: UpgradeCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum UpgradeCommand {
+    /// Before a cut-over or upgrade: upstream's checks and ours, as a table; exit 0 success,
+    /// 1 warning, 2 failure.
+    Check,
 }
 
 #[derive(Subcommand, Debug)]
@@ -85,6 +105,9 @@ pub enum Failure {
     /// The work itself failed (database unreachable, schema refused): exit 1.
     #[error("{0}")]
     Runtime(String),
+    /// Done, with this exit code and nothing more to say (upgrade check warnings).
+    #[error("exit status {0}")]
+    Exit(u8),
 }
 
 fn main() -> ExitCode {
@@ -93,12 +116,13 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Exit(code)) => ExitCode::from(code),
         Err(e) => {
             // One line, no backtrace: this is what an operator reads.
             let _ = writeln!(std::io::stderr(), "magnumd: error: {e}");
             match e {
                 Failure::Config(_) => ExitCode::from(2),
-                Failure::Runtime(_) => ExitCode::from(1),
+                Failure::Runtime(_) | Failure::Exit(_) => ExitCode::from(1),
             }
         }
     }
@@ -174,7 +198,18 @@ fn run(cli: Cli) -> Result<(), Failure> {
             },
         )),
         Command::Conductor => runtime.block_on(server::run_conductor(&cfg)),
-        Command::Status => runtime.block_on(commands::status(&cfg, &cli.config_dir)),
+        Command::Status { command: None } => {
+            runtime.block_on(commands::status(&cfg, &cli.config_dir))
+        }
+        Command::Status {
+            command:
+                Some(StatusCommand::Upgrade {
+                    command: UpgradeCommand::Check,
+                }),
+        } => match runtime.block_on(upgrade_check::main(&cfg, &cli.config_dir))? {
+            0 => Ok(()),
+            code => Err(Failure::Exit(code)),
+        },
         Command::Config { .. } => Ok(()),
     }
 }

@@ -218,6 +218,17 @@ impl DriverRegistry {
         reg
     }
 
+    /// The drivers `magnumd` has, as magnum.conf enables them (without a status waker: for
+    /// checks that only resolve templates, such as `magnumd status upgrade check`).
+    pub fn from_config(cfg: &magnum_core::config::Config) -> Self {
+        let simulated: Arc<dyn Driver> = Arc::new(SimulatedDriver::new(&cfg.simulated_driver));
+        Self::new(
+            vec![simulated],
+            &cfg.drivers.disabled_drivers,
+            &cfg.drivers.enabled_beta_drivers,
+        )
+    }
+
     pub fn names(&self) -> Vec<String> {
         let mut v: Vec<String> = self.by_name.keys().cloned().collect();
         v.sort();

@@ -512,3 +512,90 @@ fn a_python_conductor_receives_a_working_user_token() {
         Some(env["MAGNUM_TEST_DEMO_MEMBER_USER_ID"].as_str())
     );
 }
+
+/// `magnumd status upgrade check` on a database upstream Magnum 23.0.0 made (its own
+/// `magnum-db-manage upgrade`): success (exit 0); with a template whose driver is not loaded
+/// here: a warning naming it (exit 1, oslo.upgradecheck's code).
+#[test]
+fn upgrade_check_on_an_upstream_database() {
+    if !magnum_testkit::flag("MAGNUM_TEST_UPSTREAM") {
+        magnum_testkit::skip("needs MAGNUM_TEST_UPSTREAM=1");
+        return;
+    }
+    let st = Command::new("bash")
+        .arg(repo_root().join("test-support/upstream/setup-venv.sh"))
+        .status()
+        .unwrap();
+    assert!(st.success(), "upstream venv setup failed");
+    let venv = std::env::var("MAGNUM_TEST_UPSTREAM_VENV")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "/var/tmp/magnum-rs-upstream-venv".into());
+    let work = tempfile::tempdir().unwrap();
+    let db = ServerDb::create_blocking(Server::MariaDb, "magnum_cli").unwrap();
+    let conf = work.path().join("magnum.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[database]\nconnection = {}\n\n[certificates]\ncert_manager_type = x509keypair\n",
+            db.url_with_scheme("mysql+pymysql")
+        ),
+    )
+    .unwrap();
+    let up = Command::new(format!("{venv}/bin/magnum-db-manage"))
+        .arg("--config-file")
+        .arg(&conf)
+        .arg("upgrade")
+        .output()
+        .unwrap();
+    assert!(up.status.success(), "{}", crate::text(&up.stderr));
+    let check = || {
+        magnumd(&conf, "status")
+            .args(["upgrade", "check"])
+            .output()
+            .unwrap()
+    };
+    let out = check();
+    let table = crate::text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{table}{}",
+        crate::text(&out.stderr)
+    );
+    assert!(
+        table.contains("| Check: Policy File JSON to YAML Migration"),
+        "{table}"
+    );
+    assert!(
+        table.contains("| Check: Database schema at head"),
+        "{table}"
+    );
+    assert!(
+        !table.contains("Result: Warning") && !table.contains("Result: Failure"),
+        "{table}"
+    );
+
+    // A template of a driver this deployment does not have.
+    let sql = Command::new("mysql")
+        .args([
+            "-h127.0.0.1",
+            "-umagnum_test",
+            "-pmagnum_test",
+            &db.name,
+            "-e",
+        ])
+        .arg(
+            "INSERT INTO cluster_template (uuid, name, coe, image_id, driver, server_type, \
+             cluster_distro, project_id, user_id) VALUES ('6a2a5e5e-0000-4000-8000-000000000001', \
+             'capi', 'kubernetes', 'ubuntu', 'magnum_cluster_api', 'vm', 'ubuntu', 'p', 'u')",
+        )
+        .output()
+        .unwrap();
+    assert!(sql.status.success(), "{}", crate::text(&sql.stderr));
+    let out = check();
+    let table = crate::text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{table}");
+    assert!(table.contains("Result: Warning"), "{table}");
+    assert!(table.contains("magnum_cluster_api"), "{table}");
+}
