@@ -44,6 +44,15 @@ ensure_python_build() {
     fi
 }
 
+# A real Prometheus scrapes magnumd's /metrics in a test (Debian's package; the test runs its
+# own instance on a free port).
+ensure_prometheus() {
+    if [ ! -x /usr/bin/prometheus ]; then
+        log "installing prometheus"
+        apt_install prometheus
+    fi
+}
+
 # RabbitMQ for the oslo.messaging transport tests (guest/guest on 127.0.0.1:5672).
 rabbitmq_port_open() { (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; }
 

@@ -31,6 +31,8 @@ pub struct ApiSettings {
     pub service_down_time: i64,
     /// Scheme used for links when no `X-Forwarded-Proto` says otherwise.
     pub https: bool,
+    /// `[metrics] enabled`: serve `/metrics`.
+    pub metrics: bool,
 }
 
 impl Default for ApiSettings {
@@ -39,6 +41,7 @@ impl Default for ApiSettings {
             max_limit: 1000,
             service_down_time: 180,
             https: false,
+            metrics: false,
         }
     }
 }

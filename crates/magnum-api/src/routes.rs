@@ -30,15 +30,57 @@ pub async fn handle(State(app): State<Arc<AppState>>, request: Request) -> Respo
         user = tracing::field::Empty,
         project = tracing::field::Empty
     );
+    let started = std::time::Instant::now();
     let mut resp =
         tracing::Instrument::instrument(dispatch(&app, request, &request_id), span.clone()).await;
     span.in_scope(|| {
         tracing::info!(%method, %path, status = resp.status().as_u16(), "request");
     });
+    if let Some(m) = magnum_core::metrics::metrics() {
+        let route = route_of(&path);
+        m.api_requests
+            .with_label_values(&[method.as_str(), &route, resp.status().as_str()])
+            .inc();
+        m.api_latency
+            .with_label_values(&[method.as_str(), &route])
+            .observe(started.elapsed().as_secs_f64());
+    }
     if let Ok(v) = HeaderValue::from_str(&request_id) {
         resp.headers_mut().insert("x-openstack-request-id", v);
     }
     resp
+}
+
+/// A request path as a route for metrics: names stay, ids become `{id}`, so label values
+/// are bounded.
+fn route_of(path: &str) -> String {
+    const NAMES: &[&str] = &[
+        "v1",
+        "clusters",
+        "clustertemplates",
+        "baymodels",
+        "bays",
+        "nodegroups",
+        "certificates",
+        "quotas",
+        "stats",
+        "mservices",
+        "federations",
+        "actions",
+        "resize",
+        "upgrade",
+        "credentials",
+        "openapi.json",
+        "healthcheck",
+        "metrics",
+        "v1.json",
+    ];
+    let segs: Vec<&str> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| if NAMES.contains(&s) { s } else { "{id}" })
+        .collect();
+    format!("/{}", segs.join("/"))
 }
 
 fn base_url(headers: &HeaderMap, https: bool) -> String {
@@ -68,6 +110,9 @@ fn add_version_headers(resp: &mut Response, v: ApiVersion) {
 async fn dispatch(app: &AppState, request: Request, request_id: &str) -> Response {
     let (parts, body) = request.into_parts();
     let path = parts.uri.path();
+    if path == "/metrics" && app.settings.metrics {
+        return metrics_response(app).await;
+    }
     if path == "/healthcheck" {
         let mut r = Response::new(Body::from("OK"));
         r.headers_mut()
@@ -216,4 +261,30 @@ async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
         "federations" => crate::v1::federations::route(app, req).await,
         _ => Err(ApiError::Routing(StatusCode::NOT_FOUND)),
     }
+}
+
+/// `/metrics`: the row gauges are filled now, then everything rendered.
+async fn metrics_response(app: &AppState) -> Response {
+    let Some(m) = magnum_core::metrics::metrics() else {
+        return ApiError::Routing(StatusCode::NOT_FOUND).into_response();
+    };
+    match app.db.status_counts().await {
+        Ok((clusters, nodegroups)) => {
+            m.clusters.reset();
+            for (status, n) in clusters {
+                m.clusters.with_label_values(&[&status]).set(n);
+            }
+            m.nodegroups.reset();
+            for (status, n) in nodegroups {
+                m.nodegroups.with_label_values(&[&status]).set(n);
+            }
+        }
+        Err(e) => tracing::warn!("metrics: cannot count clusters: {e}"),
+    }
+    let mut r = Response::new(Body::from(m.render()));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    r
 }

@@ -169,9 +169,15 @@ async fn handled<T>(
     tracing::Instrument::instrument(
         async move {
             tracing::info!(method, "handling");
+            let started = std::time::Instant::now();
             let out = work.await;
             if let Err(e) = &out {
                 tracing::info!(method, "refused: {e}");
+            }
+            if let Some(m) = magnum_core::metrics::metrics() {
+                m.handler_latency
+                    .with_label_values(&[method, if out.is_ok() { "ok" } else { "error" }])
+                    .observe(started.elapsed().as_secs_f64());
             }
             out
         },

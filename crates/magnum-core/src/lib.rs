@@ -5,6 +5,7 @@ pub mod context;
 pub mod error;
 pub mod ids;
 pub mod lifecycle;
+pub mod metrics;
 pub mod model;
 pub mod py;
 pub mod status;

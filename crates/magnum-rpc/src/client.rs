@@ -38,7 +38,10 @@ impl RpcClient {
 
     async fn cast(&self, ctx: &RequestContext, method: &str, args: &impl Serialize) -> Result<()> {
         let msg = Self::message(ctx, method, args)?;
-        self.transport.cast(msg).await.map_err(Error::from)
+        let started = std::time::Instant::now();
+        let out = self.transport.cast(msg).await.map_err(Error::from);
+        record(method, "cast", started, out.is_ok());
+        out
     }
 
     async fn call<T: DeserializeOwned>(
@@ -48,9 +51,23 @@ impl RpcClient {
         args: &impl Serialize,
     ) -> Result<T> {
         let msg = Self::message(ctx, method, args)?;
-        let reply = self.transport.call(msg, self.timeout).await?;
-        serde_json::from_value(reply)
+        let started = std::time::Instant::now();
+        let reply = self.transport.call(msg, self.timeout).await;
+        record(method, "call", started, reply.is_ok());
+        serde_json::from_value(reply?)
             .map_err(|e| RpcError::Malformed(format!("reply to {method}: {e}")).into())
+    }
+}
+
+fn record(method: &str, kind: &str, started: std::time::Instant, ok: bool) {
+    if let Some(m) = magnum_core::metrics::metrics() {
+        let outcome = if ok { "ok" } else { "error" };
+        m.rpc_requests
+            .with_label_values(&[method, kind, outcome])
+            .inc();
+        m.rpc_latency
+            .with_label_values(&[method, kind])
+            .observe(started.elapsed().as_secs_f64());
     }
 }
 

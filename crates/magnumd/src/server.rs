@@ -35,6 +35,7 @@ fn api_settings(cfg: &Config) -> ApiSettings {
         max_limit: u64::from(cfg.api.max_limit),
         service_down_time: i64::from(cfg.default.service_down_time),
         https: cfg.api.enabled_ssl,
+        metrics: cfg.metrics.enabled,
     }
 }
 

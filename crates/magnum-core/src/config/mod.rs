@@ -26,9 +26,9 @@ pub use sections::{
     CinderSection, ClientSection, ClusterSection, ClusterTemplateSection, ConductorSection,
     DatabaseSection, DefaultSection, DockerRegistrySection, DockerSection, DriversSection,
     KeystoneAuthSection, KeystoneAuthtokenSection, KubernetesSection, ManilaClientSection,
-    OctaviaClientSection, OsloMessagingNotificationsSection, OsloMessagingRabbitSection,
-    OsloPolicySection, ProfilerSection, ProxySection, QuotasSection, SimulatedDriverSection,
-    TrustSection, X509_EXTENSIONS, X509_KEY_USAGES, X509Section,
+    MetricsSection, OctaviaClientSection, OsloMessagingNotificationsSection,
+    OsloMessagingRabbitSection, OsloPolicySection, ProfilerSection, ProxySection, QuotasSection,
+    SimulatedDriverSection, TrustSection, X509_EXTENSIONS, X509_KEY_USAGES, X509Section,
 };
 
 use ini::IniFile;
@@ -176,6 +176,8 @@ config_sections! {
     profiler: ProfilerSection = "profiler",
     /// The simulated cluster driver.
     simulated_driver: SimulatedDriverSection = "simulated_driver",
+    /// Prometheus metrics.
+    metrics: MetricsSection = "metrics",
     /// How Cluster API workload clusters reach OpenStack.
     capi_client: CapiClientSection = "capi_client",
     /// The cluster autoscaler of Cluster API clusters.

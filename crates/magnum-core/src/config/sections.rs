@@ -688,6 +688,15 @@ section! {
 }
 
 section! {
+    /// `[metrics]`: Prometheus metrics (magnum-rs only).
+    pub struct MetricsSection {
+        /// Serve the Prometheus text format at `/metrics` on the API's address, without
+        /// authentication (restrict who reaches it at the network level).
+        enabled: bool = false;
+    }
+}
+
+section! {
     /// `[capi_client]`: how Cluster API workload clusters reach OpenStack.
     pub struct CapiClientSection {
         /// Catalog interface written into the workload cloud config (a trailing URL is

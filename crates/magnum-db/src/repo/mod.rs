@@ -468,3 +468,42 @@ pub(crate) fn json_default(v: &mut Option<String>, empty: &str) {
         *v = Some(empty.to_owned());
     }
 }
+
+/// Rows per status of one table (NULL counted as an empty status).
+async fn by_status<E>(db: &Database, status: E::Column) -> Result<Vec<(String, i64)>>
+where
+    E: EntityTrait,
+{
+    use sea_orm::QuerySelect;
+    use sea_orm::sea_query::Func;
+    let rows: Vec<(Option<String>, i64)> = E::find()
+        .select_only()
+        .column(status)
+        .column_as(Expr::expr(Func::count(Expr::col(status))), "n")
+        .group_by(status)
+        .into_tuple()
+        .all(db.conn())
+        .await
+        .map_err(map_db_err)?;
+    Ok(rows
+        .into_iter()
+        .map(|(s, n)| (s.unwrap_or_default(), n))
+        .collect())
+}
+
+impl Database {
+    /// Clusters and nodegroups by status, each in one GROUP BY (for `/metrics`).
+    pub async fn status_counts(&self) -> Result<(Vec<(String, i64)>, Vec<(String, i64)>)> {
+        let clusters = by_status::<crate::entity::cluster::Entity>(
+            self,
+            crate::entity::cluster::Column::Status,
+        )
+        .await?;
+        let nodegroups = by_status::<crate::entity::nodegroup::Entity>(
+            self,
+            crate::entity::nodegroup::Column::Status,
+        )
+        .await?;
+        Ok((clusters, nodegroups))
+    }
+}

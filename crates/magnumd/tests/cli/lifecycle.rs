@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use serde_json::Value;
 
-use crate::client::{Cli, Running, free_port, repo_root};
+use crate::client::{Cli, Running, free_port, repo_root, wait_for_port};
 
 /// magnum.conf lines that make the simulated driver quick and the sweep frequent.
 pub(crate) const FAST_SIMULATION: &str = "[simulated_driver]\ncreate_delay = 1\nupdate_delay = 0.5\ndelete_delay = 0.5\n\n\
@@ -346,4 +346,154 @@ fn cluster_lifecycle_on_sqlite_with_the_openstack_client() {
         ],
     };
     cluster_lifecycle(&cli, "", work.path(), "ubuntu-2204", &[]);
+}
+
+/// Percent-encodes a PromQL query for a URL.
+fn encode(q: &str) -> String {
+    q.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A real Prometheus (Debian's) scrapes `/metrics` of `magnumd serve` while a cluster is made;
+/// its queries for the request rate by status and for clusters by status answer the series
+/// the traffic made.
+#[test]
+fn prometheus_scrapes_request_rates_and_clusters_by_status() {
+    let Some(prometheus) = magnum_testkit::env_or_skip("MAGNUM_TEST_PROMETHEUS") else {
+        return;
+    };
+    let st = Command::new("bash")
+        .arg(repo_root().join("test-support/keystone/setup-venv.sh"))
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "python client venv");
+    let venv =
+        std::env::var("MAGNUM_TEST_VENV").unwrap_or_else(|_| "/var/tmp/magnum-rs-venv".into());
+    let work = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let conf = work.path().join("magnum.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[api]\nhost = 127.0.0.1\nport = {port}\nauth_strategy = noauth\n\n\
+             [metrics]\nenabled = true\n\n\
+             [database]\nconnection = sqlite:///{}/magnum.sqlite\n\n{FAST_SIMULATION}",
+            work.path().display()
+        ),
+    )
+    .unwrap();
+    let log = std::fs::File::create(work.path().join("serve.log")).unwrap();
+    let serve = crate::spawn_magnumd(conf.to_str().unwrap(), "serve", log, port);
+    let _running = Running {
+        api: Some(serve),
+        keystone_dir: work.path().join("no-keystone"),
+    };
+    let prom_port = free_port();
+    let prom_conf = work.path().join("prometheus.yml");
+    std::fs::write(
+        &prom_conf,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+             scrape_configs:\n  - job_name: magnum\n    metrics_path: /metrics\n\
+             \x20   static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
+        ),
+    )
+    .unwrap();
+    let prom_log = std::fs::File::create(work.path().join("prometheus.log")).unwrap();
+    let mut prom = magnum_testkit::ChildGuard::spawn(
+        Command::new(&prometheus)
+            .arg(format!("--config.file={}", prom_conf.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                work.path().join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+            .stdout(Stdio::null())
+            .stderr(prom_log),
+    );
+    wait_for_port(prom_port, &mut prom);
+
+    let cli = Cli {
+        openstack: format!("{venv}/bin/openstack"),
+        clouds: None,
+        global: vec![
+            "--os-auth-type".into(),
+            "none".into(),
+            "--os-endpoint".into(),
+            format!("http://127.0.0.1:{port}/v1"),
+        ],
+    };
+    cli.create_template("", "scraped-t", "ubuntu-2204", &[]);
+    for name in ["scraped-a", "scraped-b"] {
+        cli.ok(
+            "",
+            &[
+                "coe",
+                "cluster",
+                "create",
+                name,
+                "--cluster-template",
+                "scraped-t",
+            ],
+        );
+    }
+    for name in ["scraped-a", "scraped-b"] {
+        wait_status(&cli, "", name, "CREATE_COMPLETE");
+    }
+    let query = |q: &str| -> Value {
+        let reply = magnum_testkit::raw_http(
+            prom_port,
+            &format!(
+                "GET /api/v1/query?query={} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+                encode(q)
+            ),
+            Duration::from_secs(10),
+        );
+        let body = reply.split("\r\n\r\n").nth(1).unwrap_or_default();
+        serde_json::from_str(body).unwrap_or(Value::Null)
+    };
+    let series = |v: &Value, label: &str| -> Vec<(String, f64)> {
+        v["data"]["result"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                (
+                    r["metric"][label].as_str().unwrap_or_default().to_owned(),
+                    r["value"][1]
+                        .as_str()
+                        .and_then(|s| s.parse().ok())
+                        .unwrap_or(0.0),
+                )
+            })
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(45);
+    loop {
+        let rates = series(
+            &query("sum by (status) (rate(magnum_api_requests_total[30s]))"),
+            "status",
+        );
+        let clusters = series(&query("magnum_clusters"), "status");
+        let has = |s: &[(String, f64)], k: &str| s.iter().any(|(n, _)| n == k);
+        let complete = clusters
+            .iter()
+            .find(|(s, _)| s == "CREATE_COMPLETE")
+            .map(|(_, v)| *v);
+        if has(&rates, "201") && has(&rates, "202") && has(&rates, "200") && complete == Some(2.0) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never saw the traffic: rates {rates:?}, clusters {clusters:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
