@@ -269,16 +269,7 @@ async fn metrics_response(app: &AppState) -> Response {
         return ApiError::Routing(StatusCode::NOT_FOUND).into_response();
     };
     match app.db.status_counts().await {
-        Ok((clusters, nodegroups)) => {
-            m.clusters.reset();
-            for (status, n) in clusters {
-                m.clusters.with_label_values(&[&status]).set(n);
-            }
-            m.nodegroups.reset();
-            for (status, n) in nodegroups {
-                m.nodegroups.with_label_values(&[&status]).set(n);
-            }
-        }
+        Ok((clusters, nodegroups)) => m.set_status_counts(&clusters, &nodegroups),
         Err(e) => tracing::warn!("metrics: cannot count clusters: {e}"),
     }
     let mut r = Response::new(Body::from(m.render()));

@@ -112,6 +112,20 @@ impl Metrics {
         })
     }
 
+    /// Sets the row gauges from `(status, count)` pairs (an empty status is a NULL one).
+    pub fn set_status_counts(&self, clusters: &[(String, i64)], nodegroups: &[(String, i64)]) {
+        self.clusters.reset();
+        for (status, n) in clusters {
+            self.clusters.with_label_values(&[status.as_str()]).set(*n);
+        }
+        self.nodegroups.reset();
+        for (status, n) in nodegroups {
+            self.nodegroups
+                .with_label_values(&[status.as_str()])
+                .set(*n);
+        }
+    }
+
     /// The text exposition format.
     pub fn render(&self) -> String {
         let mut buf = Vec::new();

@@ -357,6 +357,42 @@ fn cluster_credentials(
     })
 }
 
+/// `/metrics` of a conductor process, on `[metrics] conductor_host:conductor_port`.
+async fn serve_conductor_metrics(cfg: &Config, db: Database) -> Result<(), Failure> {
+    let addr = format!(
+        "{}:{}",
+        cfg.metrics.conductor_host, cfg.metrics.conductor_port
+    );
+    let listener = tokio::net::TcpListener::bind(&addr).await.map_err(|e| {
+        Failure::Config(format!(
+            "[metrics] conductor_host/conductor_port {addr}: {e}"
+        ))
+    })?;
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let db = db.clone();
+            async move {
+                let Some(m) = magnum_core::metrics::metrics() else {
+                    return String::new();
+                };
+                match db.status_counts().await {
+                    Ok((c, n)) => m.set_status_counts(&c, &n),
+                    Err(e) => tracing::warn!("metrics: cannot count clusters: {e}"),
+                }
+                m.render()
+            }
+        }),
+    );
+    tracing::info!("conductor metrics on http://{addr}/metrics");
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!("conductor metrics listener stopped: {e}");
+        }
+    });
+    Ok(())
+}
+
 /// The one OpenStack client of the process (connection pool, service token).
 fn openstack(cfg: &Config) -> Result<Arc<magnum_openstack::OpenStack>, Failure> {
     magnum_openstack::OpenStack::new(crate::settings::openstack_settings(cfg)?)
@@ -389,6 +425,9 @@ pub async fn run_conductor(cfg: &Config) -> Result<(), Failure> {
         Some(openstack(cfg)?),
     )
     .map_err(|e| Failure::Config(e.to_string()))?;
+    if cfg.metrics.enabled && cfg.metrics.conductor_port != 0 {
+        serve_conductor_metrics(cfg, db.clone()).await?;
+    }
     let codec = Arc::new(magnum_service::compat::codec::MagnumCodec::new(db));
     let server = handle.start_server(Arc::new(conductor.clone()), codec, None);
     let workers = conductor.spawn_workers();

@@ -693,6 +693,11 @@ section! {
         /// Serve the Prometheus text format at `/metrics` on the API's address, without
         /// authentication (restrict who reaches it at the network level).
         enabled: bool = false;
+        /// `magnumd conductor` (which has no API) serves `/metrics` on this port when
+        /// `enabled`; 0: not at all.
+        conductor_port: u16 = 0;
+        /// Address of the conductor's metrics listener.
+        conductor_host: String = "127.0.0.1".into();
     }
 }
 

@@ -435,12 +435,14 @@ fn api_and_conductor_log_json_to_log_dir_and_reopen_on_sighup() {
     let tag = magnum_testkit::tag();
     let logs = w.join("logs");
     std::fs::create_dir_all(&logs).unwrap();
+    let metrics_port = free_port();
     let conf = w.join("magnum.conf");
     std::fs::write(
         &conf,
         format!(
             "[DEFAULT]\ntransport_url = {rabbit}\ncontrol_exchange = magnum_{tag}\n\
              log_dir = {logs}\nuse_json = true\n\n\
+             [metrics]\nenabled = true\nconductor_port = {metrics_port}\n\n\
              [conductor]\ntopic = magnum-conductor-{tag}\n\n\
              [api]\nhost = 127.0.0.1\nport = {api_port}\n\n[database]\nconnection = {db}\n\n\
              {ks}\n{sim}",
@@ -494,6 +496,38 @@ fn api_and_conductor_log_json_to_log_dir_and_reopen_on_sighup() {
         })
         .unwrap();
     crate::lifecycle::wait_status(&cli, "demo-member", "logged", "CREATE_COMPLETE");
+
+    // Metrics: the API's casts on its own address, the conductor's handlers on its listener.
+    let scrape = |port: u16| {
+        let reply = magnum_testkit::raw_http(
+            port,
+            "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+            Duration::from_secs(10),
+        );
+        reply
+            .split("\r\n\r\n")
+            .nth(1)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let api_metrics = scrape(api_port);
+    assert!(
+        api_metrics.contains(
+            r#"magnum_rpc_requests_total{kind="cast",method="cluster_create",outcome="ok"} 1"#
+        ),
+        "{api_metrics}"
+    );
+    let conductor_metrics = scrape(metrics_port);
+    assert!(
+        conductor_metrics.contains(
+            r#"magnum_conductor_handler_duration_seconds_count{method="cluster_create",outcome="ok"} 1"#
+        ),
+        "{conductor_metrics}"
+    );
+    assert!(
+        conductor_metrics.contains(r#"magnum_clusters{status="CREATE_COMPLETE"} 1"#),
+        "{conductor_metrics}"
+    );
 
     let lines = |name: &str| -> Vec<Value> {
         let text = std::fs::read_to_string(logs.join(name)).unwrap_or_default();
