@@ -172,21 +172,29 @@ pub fn init(cfg: &Config, binary: &str) -> Result<Logging, Failure> {
     })
 }
 
-/// Reopens the log file on each SIGHUP (logrotate's `postrotate`), until the process ends.
-pub fn reopen_on_sighup(file: LogFile) {
+/// Handles SIGHUP (logrotate's `postrotate`, `systemctl reload`) for the life of the process:
+/// the log file, if any, is reopened; without one the signal is only logged, never the
+/// default action of ending the process. Registered before this returns, so no early SIGHUP
+/// is missed.
+pub fn handle_sighup(file: Option<LogFile>) {
     #[cfg(unix)]
-    tokio::spawn(async move {
+    {
         let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         else {
             return;
         };
-        while hup.recv().await.is_some() {
-            let f = file.clone();
-            match tokio::task::spawn_blocking(move || f.reopen()).await {
-                Ok(Ok(())) => tracing::info!("log file reopened"),
-                Ok(Err(e)) => tracing::error!("log file not reopened: {e}"),
-                Err(e) => tracing::error!("log file not reopened: {e}"),
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                let Some(f) = file.clone() else {
+                    tracing::info!("SIGHUP: no log file to reopen");
+                    continue;
+                };
+                match tokio::task::spawn_blocking(move || f.reopen()).await {
+                    Ok(Ok(())) => tracing::info!("log file reopened"),
+                    Ok(Err(e)) => tracing::error!("log file not reopened: {e}"),
+                    Err(e) => tracing::error!("log file not reopened: {e}"),
+                }
             }
-        }
-    });
+        });
+    }
 }

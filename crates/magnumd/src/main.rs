@@ -166,9 +166,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
         .enable_all()
         .build()
         .map_err(|e| Failure::Runtime(format!("cannot start the async runtime: {e}")))?;
-    if let Some(file) = logging.file.clone() {
+    {
         let _entered = runtime.enter();
-        logging::reopen_on_sighup(file);
+        logging::handle_sighup(logging.file.clone());
     }
     match cli.command {
         Command::Db {

@@ -283,6 +283,21 @@ fn serve_with_no_config_is_the_embedded_default() {
     assert!(reply.contains("\"clustertemplates\":[]"), "{reply}");
     assert!(data.join("magnum.sqlite").exists());
     let pid = child.id().to_string();
+    // SIGHUP (systemctl reload, logrotate) never ends the process, log file or not.
+    assert!(
+        Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let again = magnum_testkit::raw_http(
+        9511,
+        "GET /v1/clustertemplates HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        std::time::Duration::from_secs(30),
+    );
+    assert!(again.starts_with("HTTP/1.1 200"), "after SIGHUP: {again}");
     assert!(
         Command::new("kill")
             .args(["-TERM", &pid])
@@ -300,6 +315,7 @@ fn serve_with_no_config_is_the_embedded_default() {
         .unwrap();
     assert!(status.success(), "{status}: {err}");
     assert!(err.contains("AUTHENTICATION IS OFF"), "{err}");
+    assert!(err.contains("SIGHUP: no log file to reopen"), "{err}");
 }
 
 #[test]
