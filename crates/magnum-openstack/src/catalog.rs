@@ -5,6 +5,16 @@
 
 use serde_json::Value;
 
+/// An identity URL as its v3 endpoint: clouds register Keystone with and without `/v3`.
+pub fn identity_v3(url: &str) -> String {
+    let base = url.trim_end_matches('/');
+    if base.ends_with("/v3") {
+        base.to_owned()
+    } else {
+        format!("{base}/v3")
+    }
+}
+
 /// The services Magnum calls, by catalogue type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ServiceType {

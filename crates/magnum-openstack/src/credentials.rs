@@ -43,16 +43,6 @@ pub fn secret_name(cluster_uuid: &str) -> String {
     format!("magnum-cluster-{cluster_uuid}-credential")
 }
 
-fn identity_v3(s: &Session) -> Result<String, OsError> {
-    let base = s.endpoint(ServiceType::Identity)?;
-    let base = base.trim_end_matches('/');
-    Ok(if base.ends_with("/v3") {
-        base.to_owned()
-    } else {
-        format!("{base}/v3")
-    })
-}
-
 fn segment(value: &str) -> Result<&str, OsError> {
     if value.is_empty() || value.contains(['/', '?', '#', '%']) {
         return Err(OsError::Status {
@@ -75,7 +65,7 @@ pub async fn issue(
     let us = os.user_session(user);
     let url = format!(
         "{}/users/{}/application_credentials",
-        identity_v3(&us)?,
+        us.identity_v3()?,
         segment(user_id)?
     );
     let body = json!({"application_credential": {
@@ -174,7 +164,7 @@ pub async fn revoke(os: &Arc<OpenStack>, user_id: &str, cluster_uuid: &str) -> R
     let svc = os.service_session().await?;
     let base = format!(
         "{}/users/{}/application_credentials",
-        identity_v3(&svc)?,
+        svc.identity_v3()?,
         segment(user_id)?
     );
     let listed = svc

@@ -39,15 +39,14 @@ fn unexpected(status: u16, text: &str) -> OsError {
     }
 }
 
-/// Stores `payload` as a `text/plain` secret named `name`; returns its reference.
-pub async fn create_secret(s: &Session, name: &str, payload: &str) -> Result<String, OsError> {
-    let body = json!({"name": name, "payload": payload, "payload_content_type": "text/plain"});
+/// POSTs `body` to `path` and returns the reference Barbican answers under `key`.
+async fn create(s: &Session, path: &str, body: &Value, key: &str) -> Result<String, OsError> {
     let (status, text) = s
         .call(
             SVC,
             reqwest::Method::POST,
-            "/v1/secrets",
-            Body::Json(&body),
+            path,
+            Body::Json(body),
             "application/json",
         )
         .await?;
@@ -55,10 +54,16 @@ pub async fn create_secret(s: &Session, name: &str, payload: &str) -> Result<Str
         return Err(unexpected(status, &text));
     }
     let v: Value = crate::session::parse(SVC, &text)?;
-    v["secret_ref"]
+    v[key]
         .as_str()
         .map(str::to_owned)
-        .ok_or_else(|| unexpected(status, "no secret_ref in the answer"))
+        .ok_or_else(|| unexpected(status, &format!("no {key} in the answer")))
+}
+
+/// Stores `payload` as a `text/plain` secret named `name`; returns its reference.
+pub async fn create_secret(s: &Session, name: &str, payload: &str) -> Result<String, OsError> {
+    let body = json!({"name": name, "payload": payload, "payload_content_type": "text/plain"});
+    create(s, "/v1/secrets", &body, "secret_ref").await
 }
 
 /// Creates a `certificate` container over `secrets` (`(name, reference)` pairs).
@@ -72,23 +77,7 @@ pub async fn create_certificate_container(
         .map(|(n, r)| json!({"name": n, "secret_ref": r}))
         .collect();
     let body = json!({"name": name, "type": "certificate", "secret_refs": refs});
-    let (status, text) = s
-        .call(
-            SVC,
-            reqwest::Method::POST,
-            "/v1/containers",
-            Body::Json(&body),
-            "application/json",
-        )
-        .await?;
-    if status != 201 {
-        return Err(unexpected(status, &text));
-    }
-    let v: Value = crate::session::parse(SVC, &text)?;
-    v["container_ref"]
-        .as_str()
-        .map(str::to_owned)
-        .ok_or_else(|| unexpected(status, "no container_ref in the answer"))
+    create(s, "/v1/containers", &body, "container_ref").await
 }
 
 /// A container as stored.

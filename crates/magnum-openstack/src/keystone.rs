@@ -119,12 +119,7 @@ impl Keystone {
         let http = builder
             .build()
             .map_err(|e| KeystoneError::Unavailable(e.to_string()))?;
-        let base = settings.auth_url.trim_end_matches('/');
-        let identity = if base.ends_with("/v3") {
-            base.to_owned()
-        } else {
-            format!("{base}/v3")
-        };
+        let identity = crate::catalog::identity_v3(&settings.auth_url);
         Ok(Self {
             http,
             settings,
@@ -317,14 +312,8 @@ fn without_url(e: &reqwest::Error) -> String {
 /// The v3 identity endpoint the service token's catalogue lists under `filter`.
 fn validation_endpoint(body: &Value, filter: &crate::catalog::EndpointFilter) -> Option<String> {
     let catalog = crate::catalog::Catalog::from_token_body(body);
-    let url = catalog
-        .endpoint(crate::catalog::ServiceType::Identity, filter)?
-        .trim_end_matches('/');
-    Some(if url.ends_with("/v3") {
-        url.to_owned()
-    } else {
-        format!("{url}/v3")
-    })
+    let url = catalog.endpoint(crate::catalog::ServiceType::Identity, filter)?;
+    Some(crate::catalog::identity_v3(url))
 }
 
 fn string(v: &Value) -> Option<String> {

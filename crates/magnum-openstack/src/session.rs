@@ -193,12 +193,7 @@ impl OpenStack {
                 "no service credentials: set auth_url, auth_type and the user's credentials".into(),
             ));
         };
-        let base = auth_url.trim_end_matches('/');
-        let identity = if base.ends_with("/v3") {
-            base.to_owned()
-        } else {
-            format!("{base}/v3")
-        };
+        let identity = crate::catalog::identity_v3(auth_url);
         let body = auth_body(creds);
         let resp = self
             .http
@@ -324,6 +319,13 @@ impl Session {
                 interface: filter.interface.clone(),
                 region: filter.region.clone(),
             })
+    }
+
+    /// The catalogue's identity endpoint as a v3 URL (some clouds register it without `/v3`).
+    pub fn identity_v3(&self) -> Result<String, OsError> {
+        Ok(crate::catalog::identity_v3(
+            &self.endpoint(ServiceType::Identity)?,
+        ))
     }
 
     /// Whether the catalogue has `service` under its filter (Octavia checks use this).

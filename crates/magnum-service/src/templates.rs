@@ -11,7 +11,7 @@ use magnum_db::json::{dumps, loads};
 use magnum_db::repo::cluster_template::ClusterTemplate;
 use serde_json::{Map, Value};
 
-use crate::{Services, generate_name, invalid};
+use crate::{Checks, Services, generate_name, invalid};
 
 /// A template's attributes as the API's input rules left them (types checked, values
 /// coerced), keyed by attribute name.
@@ -146,14 +146,16 @@ impl Templates<'_> {
     /// The image part of upstream's pre-policy checks of a new template (see
     /// [`crate::Checks::image_before_policy`]); only when the body leaves the driver or the
     /// distro to the image.
-    pub async fn check_image(&self, ctx: &RequestContext, doc: &TemplateAttrs) -> Result<()> {
+    /// The returned checks carry the lookup on to [`Self::create`], so Glance is asked once.
+    pub async fn check_image(&self, ctx: &RequestContext, doc: &TemplateAttrs) -> Result<Checks> {
+        let mut checks = self.s.checks(ctx);
         if text(doc, "cluster_distro").is_some() && text(doc, "driver").is_some() {
-            return Ok(());
+            return Ok(checks);
         }
-        match text(doc, "image_id") {
-            Some(image) => self.s.checks(ctx).image_before_policy(&image).await,
-            None => Ok(()),
+        if let Some(image) = text(doc, "image_id") {
+            checks.image_before_policy(&image).await?;
         }
+        Ok(checks)
     }
 
     fn pick_driver(
@@ -172,15 +174,16 @@ impl Templates<'_> {
         }
     }
 
-    /// Create a template from checked attributes (see [`Self::check`]). `may_publish` is the
-    /// caller's `clustertemplate:publish` right, needed to set `public` or `hidden`.
+    /// Create a template from checked attributes (see [`Self::check`]) with the request's
+    /// checks (from [`Self::check_image`]). `may_publish` is the caller's
+    /// `clustertemplate:publish` right, needed to set `public` or `hidden`.
     pub async fn create(
         &self,
         ctx: &RequestContext,
+        mut checks: Checks,
         mut doc: TemplateAttrs,
         may_publish: bool,
     ) -> Result<ClusterTemplate> {
-        let mut checks = self.s.checks(ctx);
         let image = checks.os_resources(&doc, None).await?;
         if let Some(distro) = image.as_ref().and_then(|i| i.os_distro.clone()) {
             doc.insert("cluster_distro".into(), Value::String(distro));

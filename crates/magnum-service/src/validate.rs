@@ -120,13 +120,7 @@ async fn project_as_caller(
     s: &magnum_openstack::Session,
     project_id: &str,
 ) -> std::result::Result<bool, OsError> {
-    let base = s.endpoint(magnum_openstack::ServiceType::Identity)?;
-    let base = base.trim_end_matches('/');
-    let v3 = if base.ends_with("/v3") {
-        base.to_owned()
-    } else {
-        format!("{base}/v3")
-    };
+    let v3 = s.identity_v3()?;
     // A project id is one path segment: anything else cannot name a project.
     if project_id.contains(['/', '?', '#']) {
         return Ok(false);
@@ -232,6 +226,8 @@ pub struct Checks {
     lookups: Option<Box<dyn Lookups>>,
     /// The request's one flavor listing.
     flavors: Option<Option<Vec<Flavor>>>,
+    /// The request's image lookup (the pre-policy check and the full one share it).
+    image: Option<(String, Option<Found<Image>>)>,
 }
 
 impl Checks {
@@ -239,15 +235,28 @@ impl Checks {
         Self {
             lookups,
             flavors: None,
+            image: None,
         }
+    }
+
+    /// Glance's answer for `image`, asked once per request.
+    async fn lookup_image(&mut self, image: &str) -> Result<Option<Found<Image>>> {
+        if let Some((name, found)) = &self.image
+            && name == image
+        {
+            return Ok(found.clone());
+        }
+        let Some(l) = self.lookups.as_mut() else {
+            return Ok(None);
+        };
+        let found = l.image(image).await?;
+        self.image = Some((image.to_owned(), found.clone()));
+        Ok(found)
     }
 
     /// The image by name or id; `None` when images are not checked.
     pub async fn image(&mut self, image: &str) -> Result<Option<Image>> {
-        let Some(l) = self.lookups.as_mut() else {
-            return Ok(None);
-        };
-        match l.image(image).await? {
+        match self.lookup_image(image).await? {
             None => Ok(None),
             Some(Found::One(i)) => {
                 if i.os_distro.is_none() {
@@ -271,10 +280,7 @@ impl Checks {
     /// exist, or that the caller may not see, is refused there; anything else waits for
     /// [`Self::os_resources`].
     pub async fn image_before_policy(&mut self, image: &str) -> Result<()> {
-        let Some(l) = self.lookups.as_mut() else {
-            return Ok(());
-        };
-        match l.image(image).await {
+        match self.lookup_image(image).await {
             Ok(Some(Found::None)) => Err(invalid(format!("Image {image} could not be found."))),
             Ok(Some(Found::Forbidden)) => Err(Error::Forbidden {
                 message: format!("Not authorized for image {image}."),
@@ -493,6 +499,47 @@ mod tests {
     /// Counts flavor listings; knows one image, two flavors, networks with a duplicate.
     struct Fake {
         listings: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    /// Counts image lookups: one request asks Glance once.
+    struct CountingImages(Arc<std::sync::atomic::AtomicUsize>);
+
+    #[async_trait]
+    impl Lookups for CountingImages {
+        async fn image(&mut self, name: &str) -> Result<Option<Found<Image>>> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(Some(Found::One(Image {
+                id: "i".into(),
+                name: Some(name.into()),
+                os_distro: Some("fedora-coreos".into()),
+                magnum_driver: None,
+            })))
+        }
+        async fn flavors(&mut self) -> Result<Option<Vec<Flavor>>> {
+            Ok(None)
+        }
+        async fn networks(&mut self, _: bool) -> Result<Option<Vec<Named>>> {
+            Ok(None)
+        }
+        async fn subnets(&mut self) -> Result<Option<Vec<Named>>> {
+            Ok(None)
+        }
+        async fn keypair_exists(&mut self, _: &str) -> Result<Option<bool>> {
+            Ok(None)
+        }
+    }
+
+    #[tokio::test]
+    async fn the_pre_policy_image_check_and_the_full_one_ask_glance_once() {
+        let n = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut c = Checks::new(Some(Box::new(CountingImages(n.clone()))));
+        c.image_before_policy("fcos").await.unwrap();
+        let img = c
+            .os_resources(&doc(json!({"image_id": "fcos"})), None)
+            .await
+            .unwrap();
+        assert_eq!(img.unwrap().os_distro.as_deref(), Some("fedora-coreos"));
+        assert_eq!(n.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[async_trait]

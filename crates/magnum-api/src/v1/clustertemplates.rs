@@ -339,13 +339,13 @@ async fn create(app: &AppState, req: &Req) -> ApiResult<Response> {
     let mut doc = parse_object("cluster_template", req.body.as_ref(), FIELDS)?;
     let templates = app.services.templates();
     templates.check(&mut doc, true)?;
-    templates.check_image(&req.ctx, &doc).await?;
+    let checks = templates.check_image(&req.ctx, &doc).await?;
     app.policy
         .authorize("clustertemplate:create", &ctx_target(req), &req.ctx)?;
     let may_publish = app
         .policy
         .check("clustertemplate:publish", &ctx_target(req), &req.ctx);
-    let stored = templates.create(&req.ctx, doc, may_publish).await?;
+    let stored = templates.create(&req.ctx, checks, doc, may_publish).await?;
     let body = render(&stored, &req.base);
     created(
         &body,
