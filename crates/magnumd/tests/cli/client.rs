@@ -121,6 +121,22 @@ pub(crate) struct Cli {
 }
 
 impl Cli {
+    /// The CLI with a test Keystone's clouds.yaml (its env.sh values).
+    pub(crate) fn keystone(env: &HashMap<String, String>) -> Self {
+        Self {
+            openstack: env["MAGNUM_TEST_OPENSTACK"].clone(),
+            clouds: Some(env["OS_CLIENT_CONFIG_FILE"].clone()),
+            global: Vec::new(),
+        }
+    }
+
+    /// A fresh token of `cloud`'s persona.
+    pub(crate) fn token(&self, cloud: &str) -> String {
+        self.ok(cloud, &["token", "issue", "-f", "value", "-c", "id"])
+            .trim()
+            .to_owned()
+    }
+
     pub(crate) fn run(&self, cloud: &str, args: &[&str]) -> Output {
         let mut cmd = Command::new(&self.openstack);
         cmd.env_clear()
@@ -259,11 +275,7 @@ fn openstack_coe_commands_as_each_persona() {
     let api = crate::spawn_magnumd(&conf, "serve", log, api_port);
     running.api = Some(api);
 
-    let cli = Cli {
-        openstack: env["MAGNUM_TEST_OPENSTACK"].clone(),
-        clouds: Some(env["OS_CLIENT_CONFIG_FILE"].clone()),
-        global: Vec::new(),
-    };
+    let cli = Cli::keystone(&env);
     let demo = env["MAGNUM_TEST_DEMO_PROJECT_ID"].clone();
     let alt = env["MAGNUM_TEST_ALT_PROJECT_ID"].clone();
 
@@ -547,15 +559,10 @@ fn openstack_coe_commands_as_each_persona() {
 
     // A service token must carry a role of service_token_roles (here required): the service
     // user's does, a member's does not.
-    let token_of = |cloud: &str| {
-        cli.ok(cloud, &["token", "issue", "-f", "value", "-c", "id"])
-            .trim()
-            .to_owned()
-    };
     let (user, service, member) = (
-        token_of("demo-member"),
-        token_of("magnum-service"),
-        token_of("alt-member"),
+        cli.token("demo-member"),
+        cli.token("magnum-service"),
+        cli.token("alt-member"),
     );
     for (service_token, want) in [(&service, "HTTP/1.1 200"), (&member, "HTTP/1.1 401")] {
         let reply = magnum_testkit::raw_http(

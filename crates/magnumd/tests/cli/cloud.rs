@@ -127,24 +127,40 @@ r = s.request(path, method, endpoint_filter={"service_type": "key-manager", "reg
     "interface": "public"}, headers={"Accept": accept}, raise_exc=False)
 print(json.dumps({"status": r.status_code, "body": r.json() if r.content else None}))
 "#;
+        self.python(
+            script,
+            &[
+                &self.ks["MAGNUM_TEST_AUTH_URL"],
+                &self.ks["MAGNUM_TEST_SERVICE_PASSWORD"],
+                self.region(),
+                method,
+                path,
+                accept,
+            ],
+        )
+    }
+
+    /// Runs `script` with the Keystone venv's python (keystoneauth1); it prints one JSON line.
+    fn python(&self, script: &str, args: &[&str]) -> Value {
         let out = Command::new(format!("{}/bin/python", self.ks["MAGNUM_TEST_VENV"]))
             .arg("-c")
             .arg(script)
-            .arg(&self.ks["MAGNUM_TEST_AUTH_URL"])
-            .arg(&self.ks["MAGNUM_TEST_SERVICE_PASSWORD"])
-            .arg(self.region())
-            .arg(method)
-            .arg(path)
-            .arg(accept)
+            .args(args)
             .env("PYTHONWARNINGS", "ignore")
             .output()
             .unwrap();
         assert!(
             out.status.success(),
-            "barbican {path}: {}",
+            "{args:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// The list under `key` of a 200 answer.
+    fn listed(got: Value, key: &str) -> Vec<Value> {
+        assert_eq!(got["status"], 200, "{got}");
+        got["body"][key].as_array().cloned().unwrap_or_default()
     }
 
     /// Keystone, as admin (`admin = true`) or anonymously: method, path under /v3, body.
@@ -161,59 +177,47 @@ r = s.request(auth_url + path, method, json=json.loads(body) if body != "null" e
     raise_exc=False, authenticated=admin == "1")
 print(json.dumps({"status": r.status_code, "body": r.json() if r.content else None}))
 "#;
-        let out = Command::new(format!("{}/bin/python", self.ks["MAGNUM_TEST_VENV"]))
-            .arg("-c")
-            .arg(script)
-            .arg(&self.ks["MAGNUM_TEST_AUTH_URL"])
-            .arg(&self.ks["MAGNUM_TEST_ADMIN_PASSWORD"])
-            .arg(if admin { "1" } else { "0" })
-            .arg(method)
-            .arg(path)
-            .arg(body.to_string())
-            .env("PYTHONWARNINGS", "ignore")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "keystone {path}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
+        let body = body.to_string();
+        self.python(
+            script,
+            &[
+                &self.ks["MAGNUM_TEST_AUTH_URL"],
+                &self.ks["MAGNUM_TEST_ADMIN_PASSWORD"],
+                if admin { "1" } else { "0" },
+                method,
+                path,
+                &body,
+            ],
+        )
     }
 
     /// The cluster's application credentials in Keystone (by name, under its owner).
     fn app_credentials(&self, user_id: &str, cluster_uuid: &str) -> Vec<Value> {
-        let got = self.keystone(
-            true,
-            "GET",
-            &format!("/users/{user_id}/application_credentials?name=magnum-{cluster_uuid}"),
-            &Value::Null,
-        );
-        assert_eq!(got["status"], 200, "{got}");
-        got["body"]["application_credentials"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
+        Self::listed(
+            self.keystone(
+                true,
+                "GET",
+                &format!("/users/{user_id}/application_credentials?name=magnum-{cluster_uuid}"),
+                &Value::Null,
+            ),
+            "application_credentials",
+        )
     }
 
     /// Barbican's secrets named `name`.
     fn secrets(&self, name: &str) -> Vec<Value> {
-        let got = self.barbican(&format!("/v1/secrets?name={name}&limit=100"));
-        assert_eq!(got["status"], 200, "{got}");
-        got["body"]["secrets"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
+        Self::listed(
+            self.barbican(&format!("/v1/secrets?name={name}&limit=100")),
+            "secrets",
+        )
     }
 
     /// Barbican's certificate containers named `name`, with their secret references.
     fn containers(&self, name: &str) -> Vec<Value> {
-        let got = self.barbican(&format!("/v1/containers?name={name}&limit=100"));
-        assert_eq!(got["status"], 200, "{got}");
-        got["body"]["containers"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
+        Self::listed(
+            self.barbican(&format!("/v1/containers?name={name}&limit=100")),
+            "containers",
+        )
     }
 
     fn secret_status(&self, secret_ref: &str) -> u64 {
@@ -704,10 +708,7 @@ fn templates_and_clusters_are_validated_against_the_real_services() {
     assert!(report.contains("barbican at http://127.0.0.1:"), "{report}");
 
     // No secret in magnumd's log: no token, no password, no key.
-    let token = cli
-        .ok(who, &["token", "issue", "-f", "value", "-c", "id"])
-        .trim()
-        .to_owned();
+    let token = cli.token(who);
     let (code, _) = crate::http(m.port, Some(&token), "GET", "/v1/clusters", None);
     assert_eq!(code, 200);
     let log = std::fs::read_to_string(m.work.path().join("api.log")).unwrap();
@@ -1039,10 +1040,11 @@ fn certificates_written_by_upstreams_barbican_store_work_here() {
         c.barbican_call("DELETE", &format!("/v1/containers/{id}"));
     }
 
+    // CA show (upstream's CA, CN=up-written), a CSR signed with upstream's key, and a
+    // kubeconfig whose client certificate (upstream's) upstream's CA verifies.
     let work = m.work.path();
-    let ca = crate::lifecycle::pem(&cli.ok(who, &["coe", "ca", "show", "up-made"]));
-    let ca_file = work.join("up-ca.pem");
-    std::fs::write(&ca_file, &ca).unwrap();
+    let ca = crate::lifecycle::check_ca_and_signing(cli, who, "up-made", work);
+    let ca_file = work.join("up-made-ca.pem");
     let subject = openssl(&[
         "x509",
         "-noout",
@@ -1051,53 +1053,7 @@ fn certificates_written_by_upstreams_barbican_store_work_here() {
         ca_file.to_str().unwrap(),
     ]);
     assert!(String::from_utf8_lossy(&subject.stdout).contains("up-written"));
-    let (key, csr) = (work.join("up.key"), work.join("up.csr"));
-    openssl(&[
-        "req",
-        "-new",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-subj",
-        "/CN=bob",
-        "-keyout",
-        key.to_str().unwrap(),
-        "-out",
-        csr.to_str().unwrap(),
-    ]);
-    let signed = crate::lifecycle::pem(&cli.ok(
-        who,
-        &["coe", "ca", "sign", "up-made", csr.to_str().unwrap()],
-    ));
-    let signed_file = work.join("up.crt");
-    std::fs::write(&signed_file, &signed).unwrap();
-    let verified = openssl(&[
-        "verify",
-        "-CAfile",
-        ca_file.to_str().unwrap(),
-        signed_file.to_str().unwrap(),
-    ]);
-    assert!(String::from_utf8_lossy(&verified.stdout).contains(": OK"));
-    // The kubeconfig's client certificate is upstream's magnum client certificate.
-    let kube = work.join("up-kube");
-    std::fs::create_dir_all(&kube).unwrap();
-    cli.ok(
-        who,
-        &[
-            "coe",
-            "cluster",
-            "config",
-            "up-made",
-            "--dir",
-            kube.to_str().unwrap(),
-            "--force",
-        ],
-    );
-    let kubeconfig = std::fs::read_to_string(kube.join("config")).unwrap();
-    assert!(
-        kubeconfig.contains("client-certificate-data"),
-        "{kubeconfig}"
-    );
+    crate::lifecycle::check_kubeconfig(cli, who, "up-made", work);
 
     // Rotation replaces upstream's CA with ours and removes the old one from Barbican.
     cli.ok(who, &["coe", "ca", "rotate", "up-made"]);

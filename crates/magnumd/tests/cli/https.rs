@@ -249,11 +249,7 @@ fn keystone_over_https_is_trusted_through_cafile_or_insecure() {
     );
     let log = std::fs::File::create(dir.join("serve.log")).unwrap();
     running.api = Some(crate::spawn_magnumd(&trusted, "serve", log, api_port));
-    let cli = Cli {
-        openstack: env["MAGNUM_TEST_OPENSTACK"].clone(),
-        clouds: Some(env["OS_CLIENT_CONFIG_FILE"].clone()),
-        global: Vec::new(),
-    };
+    let cli = Cli::keystone(&env);
     let created = cli.create_template("demo-member", "ks-tls", "fedora-coreos-40", &[]);
     assert_eq!(created["name"], "ks-tls");
     assert_eq!(

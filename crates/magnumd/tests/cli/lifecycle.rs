@@ -88,6 +88,90 @@ fn nodegroups(cli: &Cli, cloud: &str, cluster: &str) -> Vec<Value> {
 }
 
 /// The whole life of one cluster as `cloud` (a persona allowed to manage clusters).
+/// `coe ca show` of `cluster` (the CA, returned), and a CSR signed by it with `coe ca sign`,
+/// verified with openssl. Files go to `work`.
+pub(crate) fn check_ca_and_signing(cli: &Cli, cloud: &str, cluster: &str, work: &Path) -> String {
+    let ca = pem(&cli.ok(cloud, &["coe", "ca", "show", cluster]));
+    let ca_file = work.join(format!("{cluster}-ca.pem"));
+    std::fs::write(&ca_file, &ca).unwrap();
+    let (key, csr) = (work.join("user.key"), work.join("user.csr"));
+    openssl(&[
+        "req",
+        "-new",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=alice/O=developers",
+        "-keyout",
+        key.to_str().unwrap(),
+        "-out",
+        csr.to_str().unwrap(),
+    ]);
+    let signed = pem(&cli.ok(
+        cloud,
+        &["coe", "ca", "sign", cluster, csr.to_str().unwrap()],
+    ));
+    let signed_file = work.join("user.crt");
+    std::fs::write(&signed_file, &signed).unwrap();
+    let verified = openssl(&[
+        "verify",
+        "-CAfile",
+        ca_file.to_str().unwrap(),
+        signed_file.to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&verified.stdout).contains(": OK"));
+    let subject = openssl(&[
+        "x509",
+        "-noout",
+        "-subject",
+        "-in",
+        signed_file.to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&subject.stdout).contains("alice"));
+    ca
+}
+
+/// `coe cluster config` of `cluster`: the kubeconfig (returned), whose client certificate its
+/// CA verifies (openssl).
+pub(crate) fn check_kubeconfig(cli: &Cli, cloud: &str, cluster: &str, work: &Path) -> String {
+    let kube_dir = work.join(format!("{cluster}-kube"));
+    std::fs::create_dir_all(&kube_dir).unwrap();
+    cli.ok(
+        cloud,
+        &[
+            "coe",
+            "cluster",
+            "config",
+            cluster,
+            "--dir",
+            kube_dir.to_str().unwrap(),
+            "--force",
+        ],
+    );
+    let kubeconfig = std::fs::read_to_string(kube_dir.join("config")).unwrap();
+    let field = |name: &str| {
+        let line = kubeconfig
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{name}: ")))
+            .unwrap_or_else(|| panic!("no {name} in {kubeconfig}"));
+        base64::engine::general_purpose::STANDARD
+            .decode(line.trim())
+            .unwrap()
+    };
+    let (kca, kcert) = (work.join("kube-ca.pem"), work.join("kube-client.pem"));
+    std::fs::write(&kca, field("certificate-authority-data")).unwrap();
+    std::fs::write(&kcert, field("client-certificate-data")).unwrap();
+    let verified = openssl(&[
+        "verify",
+        "-CAfile",
+        kca.to_str().unwrap(),
+        kcert.to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&verified.stdout).contains(": OK"));
+    kubeconfig
+}
+
 /// Its templates use `image`, with `extra` options (flavors where the cloud checks them).
 pub(crate) fn cluster_lifecycle(cli: &Cli, cloud: &str, work: &Path, image: &str, extra: &[&str]) {
     let template = |name: &str, kube: &str| {
@@ -180,76 +264,8 @@ pub(crate) fn cluster_lifecycle(cli: &Cli, cloud: &str, work: &Path, image: &str
     wait_status(cli, cloud, "life", "UPDATE_COMPLETE");
 
     // The CA, a CSR signed by it, and a kubeconfig whose client certificate it verifies.
-    let ca = pem(&cli.ok(cloud, &["coe", "ca", "show", "life"]));
-    let ca_file = work.join("ca.pem");
-    std::fs::write(&ca_file, &ca).unwrap();
-    let (key, csr) = (work.join("user.key"), work.join("user.csr"));
-    openssl(&[
-        "req",
-        "-new",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-subj",
-        "/CN=alice/O=developers",
-        "-keyout",
-        key.to_str().unwrap(),
-        "-out",
-        csr.to_str().unwrap(),
-    ]);
-    let signed = pem(&cli.ok(cloud, &["coe", "ca", "sign", "life", csr.to_str().unwrap()]));
-    let signed_file = work.join("user.crt");
-    std::fs::write(&signed_file, &signed).unwrap();
-    let verified = openssl(&[
-        "verify",
-        "-CAfile",
-        ca_file.to_str().unwrap(),
-        signed_file.to_str().unwrap(),
-    ]);
-    assert!(String::from_utf8_lossy(&verified.stdout).contains(": OK"));
-    let subject = openssl(&[
-        "x509",
-        "-noout",
-        "-subject",
-        "-in",
-        signed_file.to_str().unwrap(),
-    ]);
-    assert!(String::from_utf8_lossy(&subject.stdout).contains("alice"));
-
-    let kube_dir = work.join("kube");
-    std::fs::create_dir_all(&kube_dir).unwrap();
-    cli.ok(
-        cloud,
-        &[
-            "coe",
-            "cluster",
-            "config",
-            "life",
-            "--dir",
-            kube_dir.to_str().unwrap(),
-            "--force",
-        ],
-    );
-    let kubeconfig = std::fs::read_to_string(kube_dir.join("config")).unwrap();
-    let field = |name: &str| {
-        let line = kubeconfig
-            .lines()
-            .find_map(|l| l.trim().strip_prefix(&format!("{name}: ")))
-            .unwrap_or_else(|| panic!("no {name} in {kubeconfig}"));
-        base64::engine::general_purpose::STANDARD
-            .decode(line.trim())
-            .unwrap()
-    };
-    let (kca, kcert) = (work.join("kube-ca.pem"), work.join("kube-client.pem"));
-    std::fs::write(&kca, field("certificate-authority-data")).unwrap();
-    std::fs::write(&kcert, field("client-certificate-data")).unwrap();
-    let verified = openssl(&[
-        "verify",
-        "-CAfile",
-        kca.to_str().unwrap(),
-        kcert.to_str().unwrap(),
-    ]);
-    assert!(String::from_utf8_lossy(&verified.stdout).contains(": OK"));
+    let ca = check_ca_and_signing(cli, cloud, "life", work);
+    let kubeconfig = check_kubeconfig(cli, cloud, "life", work);
     assert!(kubeconfig.contains(c["api_address"].as_str().unwrap()));
 
     // CA rotation: a new CA, which no longer verifies the old client certificate.

@@ -33,13 +33,23 @@ fn rabbitmqctl(args: &[&str]) {
     assert!(st.success(), "rabbitmqctl {args:?}");
 }
 
-#[test]
-fn api_and_two_conductors_over_rabbitmq() {
+/// The broker's URL when both RabbitMQ and a test Keystone may be used; else a skip.
+fn rabbit_and_keystone() -> Option<String> {
     let rabbit = std::env::var("MAGNUM_TEST_RABBIT_URL")
         .ok()
         .filter(|v| !v.is_empty());
-    let (Some(rabbit), true) = (rabbit, magnum_testkit::flag("MAGNUM_TEST_KEYSTONE")) else {
-        magnum_testkit::skip("needs MAGNUM_TEST_RABBIT_URL and MAGNUM_TEST_KEYSTONE=1");
+    match (rabbit, magnum_testkit::flag("MAGNUM_TEST_KEYSTONE")) {
+        (Some(rabbit), true) => Some(rabbit),
+        _ => {
+            magnum_testkit::skip("needs MAGNUM_TEST_RABBIT_URL and MAGNUM_TEST_KEYSTONE=1");
+            None
+        }
+    }
+}
+
+#[test]
+fn api_and_two_conductors_over_rabbitmq() {
+    let Some(rabbit) = rabbit_and_keystone() else {
         return;
     };
     let _broker = crate::broker_lock();
@@ -89,11 +99,7 @@ fn api_and_two_conductors_over_rabbitmq() {
     );
     wait_for_port(api_port, &mut procs.0[0]);
 
-    let cli = Cli {
-        openstack: env["MAGNUM_TEST_OPENSTACK"].clone(),
-        clouds: Some(env["OS_CLIENT_CONFIG_FILE"].clone()),
-        global: Vec::new(),
-    };
+    let cli = Cli::keystone(&env);
     // Both conductors beat into magnum_service under their own host.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -161,13 +167,7 @@ fn api_and_two_conductors_over_rabbitmq() {
     }
 
     // A conductor killed with SIGKILL while creates stream in: every accepted create is done.
-    let token = cli
-        .ok(
-            "demo-member",
-            &["token", "issue", "-f", "value", "-c", "id"],
-        )
-        .trim()
-        .to_owned();
+    let token = cli.token("demo-member");
     let (code, t) = http(
         api_port,
         Some(&token),
@@ -333,11 +333,7 @@ impl Listener {
 /// conductor never needs the user's token (none travels between our processes).
 #[test]
 fn a_create_queued_past_the_users_token_lifetime_still_completes() {
-    let rabbit = std::env::var("MAGNUM_TEST_RABBIT_URL")
-        .ok()
-        .filter(|v| !v.is_empty());
-    let (Some(rabbit), true) = (rabbit, magnum_testkit::flag("MAGNUM_TEST_KEYSTONE")) else {
-        magnum_testkit::skip("needs MAGNUM_TEST_RABBIT_URL and MAGNUM_TEST_KEYSTONE=1");
+    let Some(rabbit) = rabbit_and_keystone() else {
         return;
     };
     const LIFETIME: u64 = 20;
@@ -375,19 +371,9 @@ fn a_create_queued_past_the_users_token_lifetime_still_completes() {
     let mut procs = Children::default();
     procs.spawn(magnumd(&[&conf], "api"), &w.join("api.log"));
     wait_for_port(api_port, &mut procs.0[0]);
-    let cli = Cli {
-        openstack: env["MAGNUM_TEST_OPENSTACK"].clone(),
-        clouds: Some(env["OS_CLIENT_CONFIG_FILE"].clone()),
-        global: Vec::new(),
-    };
+    let cli = Cli::keystone(&env);
     // A token of the user from before the create, to see it expire.
-    let token = cli
-        .ok(
-            "demo-member",
-            &["token", "issue", "-f", "value", "-c", "id"],
-        )
-        .trim()
-        .to_owned();
+    let token = cli.token("demo-member");
     cli.create_template("demo-member", "queued-t", "ubuntu-2204", &[]);
     let accepted = cli.ok(
         "demo-member",
@@ -420,11 +406,7 @@ fn a_create_queued_past_the_users_token_lifetime_still_completes() {
 /// and sends SIGHUP the file is reopened; no token or password is in either.
 #[test]
 fn api_and_conductor_log_json_to_log_dir_and_reopen_on_sighup() {
-    let rabbit = std::env::var("MAGNUM_TEST_RABBIT_URL")
-        .ok()
-        .filter(|v| !v.is_empty());
-    let (Some(rabbit), true) = (rabbit, magnum_testkit::flag("MAGNUM_TEST_KEYSTONE")) else {
-        magnum_testkit::skip("needs MAGNUM_TEST_RABBIT_URL and MAGNUM_TEST_KEYSTONE=1");
+    let Some(rabbit) = rabbit_and_keystone() else {
         return;
     };
     let work = tempfile::tempdir().unwrap();
@@ -463,19 +445,9 @@ fn api_and_conductor_log_json_to_log_dir_and_reopen_on_sighup() {
     let api = procs.spawn(magnumd(&[&conf], "api"), &w.join("api.stderr"));
     procs.spawn(magnumd(&[&conf], "conductor"), &w.join("conductor.stderr"));
     wait_for_port(api_port, &mut procs.0[api]);
-    let cli = Cli {
-        openstack: env["MAGNUM_TEST_OPENSTACK"].clone(),
-        clouds: Some(env["OS_CLIENT_CONFIG_FILE"].clone()),
-        global: Vec::new(),
-    };
+    let cli = Cli::keystone(&env);
     cli.create_template("demo-member", "logged-t", "ubuntu-2204", &[]);
-    let token = cli
-        .ok(
-            "demo-member",
-            &["token", "issue", "-f", "value", "-c", "id"],
-        )
-        .trim()
-        .to_owned();
+    let token = cli.token("demo-member");
     let body = r#"{"name": "logged", "cluster_template_id": "logged-t", "node_count": 1}"#;
     let reply = magnum_testkit::raw_http(
         api_port,

@@ -116,18 +116,8 @@ fn upstream_client_and_upstream_conductor_interoperate() {
     let api = procs.spawn(magnumd(&conf_a, "api"), &w.join("api.log"));
     let conductor = procs.spawn(magnumd(&conf_a, "conductor"), &w.join("conductor.log"));
     wait_for_port(api_port, &mut procs.0[api]);
-    let cli = Cli {
-        openstack: env["MAGNUM_TEST_OPENSTACK"].clone(),
-        clouds: Some(env["OS_CLIENT_CONFIG_FILE"].clone()),
-        global: Vec::new(),
-    };
-    let token = cli
-        .ok(
-            "demo-member",
-            &["token", "issue", "-f", "value", "-c", "id"],
-        )
-        .trim()
-        .to_owned();
+    let cli = Cli::keystone(&env);
+    let token = cli.token("demo-member");
 
     // (a) A cluster made by our API and conductor, then upstream's client against our conductor.
     let (code, t) = crate::http(
@@ -474,11 +464,7 @@ fn a_python_conductor_receives_a_working_user_token() {
         );
         std::thread::sleep(Duration::from_millis(300));
     }
-    let cli = Cli {
-        openstack: env["MAGNUM_TEST_OPENSTACK"].clone(),
-        clouds: Some(env["OS_CLIENT_CONFIG_FILE"].clone()),
-        global: Vec::new(),
-    };
+    let cli = Cli::keystone(&env);
     cli.create_template("demo-member", "probe-t", "ubuntu-2204", &[]);
     cli.ok(
         "demo-member",
