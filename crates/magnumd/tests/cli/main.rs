@@ -6,7 +6,10 @@
 mod client;
 mod cloud;
 mod crash;
+mod fuzz;
+mod horizon;
 mod https;
+mod isolation;
 mod lifecycle;
 mod rabbit;
 mod upstream;

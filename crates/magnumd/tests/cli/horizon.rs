@@ -1,0 +1,1 @@
+//! Horizon with magnum-ui (and Skyline) in headless Chromium: see test-support/horizon.

@@ -1,0 +1,1 @@
+//! Tenant isolation with real Keystone tokens: every route as five personas.
