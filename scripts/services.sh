@@ -44,6 +44,14 @@ ensure_python_build() {
     fi
 }
 
+# Debian's Chromium, driven headless by the Horizon browser test (test-support/horizon).
+ensure_chromium() {
+    if [ ! -x /usr/bin/chromium ]; then
+        log "installing chromium"
+        apt_install chromium
+    fi
+}
+
 # A real Prometheus scrapes magnumd's /metrics in a test (Debian's package; the test runs its
 # own instance on a free port).
 ensure_prometheus() {
