@@ -284,6 +284,8 @@ async function flow(page) {
     const e = { t: Number(secs()), stage: current, method: r.request().method(), url: u.slice(H.length), status: r.status() };
     // what magnum-ui sent (the login form is not an /api/ call: no password here)
     if (e.method !== 'GET' && r.request().postData()) e.request = r.request().postData().slice(0, 2000);
+    // and what came back from magnumd through Horizon, for the writes
+    if (e.method !== 'GET' && r.status() < 400) { try { e.response = (await r.text()).slice(0, 4000); } catch { /* none */ } }
     if (r.status() >= 400) {
       try { e.body = (await r.text()).slice(0, 1000); } catch { /* gone with the page */ }
       log('API', e.status, e.method, e.url, e.body || '');

@@ -367,6 +367,39 @@ fn a_member_runs_a_cluster_through_horizon_and_magnum_ui() {
         "{shim}"
     );
 
+    // What magnumd answered the two creates, as Horizon passed it on: the template as
+    // upstream fills it in (cluster_distro from the real Glance image's os_distro, the
+    // external network's id as magnum-ui sent it), and the accepted cluster's uuid.
+    let calls: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(out.join("api-calls.json")).unwrap())
+            .unwrap();
+    let answer = |url: &str| -> Value {
+        let call = calls
+            .iter()
+            .find(|a| a["method"] == "POST" && a["url"] == url)
+            .unwrap_or_else(|| panic!("no POST {url} in api-calls.json"));
+        serde_json::from_str(call["response"].as_str().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("POST {url}: {e}: {call}"))
+    };
+    let t = answer("/api/container_infra/cluster_templates/");
+    for (key, want) in [
+        ("coe", "kubernetes"),
+        ("image_id", "fedora-coreos-40"),
+        ("cluster_distro", "fedora-coreos"),
+        ("keypair_id", "demo-key"),
+        ("flavor_id", "m1.medium"),
+        ("network_driver", "calico"),
+        (
+            "external_network_id",
+            &c.os["MAGNUM_TEST_OS_NETWORK_PUBLIC_ID"],
+        ),
+    ] {
+        assert_eq!(t[key], want, "{key} in {t}");
+    }
+    assert_eq!(t["floating_ip_enabled"], true, "{t}");
+    let cl = answer("/api/container_infra/clusters/");
+    assert!(cl["uuid"].as_str().is_some_and(|u| u.len() == 36), "{cl}");
+
     // Every answer magnumd gave Horizon is a success, with upstream's status for each write.
     let bad: Vec<_> = seen.iter().filter(|(_, _, s)| *s >= 400).collect();
     assert!(
