@@ -70,6 +70,129 @@ fn object_schema(fields: &[Field]) -> Value {
     json!({"type": "object", "additionalProperties": false, "properties": props, "required": required})
 }
 
+/// Each `{name}` of a route's path as a required string parameter: OpenAPI needs every
+/// templated segment declared. Any text is accepted there (a name, a uuid, a project id).
+fn path_parameters(path: &str) -> Vec<Value> {
+    path.split('/')
+        .filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'))
+        .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
+        .collect()
+}
+
+/// A field's type as a response shows it: the input kind's JSON types, no bounds.
+fn view_kind(kind: Kind) -> Value {
+    match kind {
+        Kind::Str { .. } | Kind::Uuid | Kind::Enum(_) => json!({"type": ["string", "null"]}),
+        Kind::Int { .. } => json!({"type": ["integer", "null"]}),
+        Kind::Bool => json!({"type": ["boolean", "null"]}),
+        Kind::StrDict => json!({"type": ["object", "null"]}),
+        Kind::StrList => json!({"type": ["array", "null"], "items": {"type": "string"}}),
+        Kind::Any => json!({}),
+    }
+}
+
+fn view_schema(fields: &[Field]) -> Value {
+    let props: Map<String, Value> = fields
+        .iter()
+        .map(|f| (f.name.to_owned(), view_kind(f.kind)))
+        .collect();
+    json!({"type": "object", "properties": props})
+}
+
+/// The collection a route belongs to: its path without a trailing ident, `detail` or action.
+fn collection_of(path: &str) -> &str {
+    let path = path.split("/actions/").next().unwrap_or(path);
+    let path = path.strip_suffix("/detail").unwrap_or(path);
+    match path.rsplit_once('/') {
+        Some((head, last)) if last.starts_with('{') => {
+            // `/v1/quotas/{project_id}/{resource}`: both segments are the ident.
+            match head.rsplit_once('/') {
+                Some((h, l)) if l.starts_with('{') && h.ends_with("/quotas") => h,
+                _ => head,
+            }
+        }
+        _ => path,
+    }
+}
+
+/// What a route's success answer holds, when it has a body.
+fn response_schema(r: &RouteDoc, views: &[(&str, String)]) -> Option<Value> {
+    if r.status == 204 {
+        return None;
+    }
+    if r.path == "/v1/stats" {
+        return Some(json!({"$ref": "#/components/schemas/Stats"}));
+    }
+    let collection = collection_of(r.path);
+    let view = views
+        .iter()
+        .find(|(p, _)| *p == collection)
+        .map(|(_, v)| json!({"$ref": format!("#/components/schemas/{v}")}));
+    // Cluster, federation, credential and CA-rotation changes are asynchronous: the uuid only.
+    let uuid_only = [
+        "/v1/clusters",
+        "/v1/federations",
+        "/v1/credentials",
+        "/v1/certificates",
+    ];
+    if r.status == 202 && uuid_only.contains(&collection) {
+        return Some(json!({"$ref": "#/components/schemas/Accepted"}));
+    }
+    let is_list = r.method == "GET"
+        && !r.path.ends_with('}')
+        && collection == r.path.trim_end_matches("/detail");
+    if is_list {
+        let key = collection.rsplit('/').next().unwrap_or(collection);
+        let items = view.unwrap_or_else(|| json!({"type": "object"}));
+        return Some(json!({"type": "object", "required": [key], "properties": {
+            key: {"type": "array", "items": items}, "next": {"type": "string"}}}));
+    }
+    Some(view.unwrap_or_else(|| json!({"type": "object"})))
+}
+
+/// The query parameters a route accepts (any other is refused with 400).
+fn query_parameters(method: &str, path: &str) -> Vec<(&'static str, Value)> {
+    let page = || {
+        vec![
+            ("limit", json!({"type": "integer", "minimum": 1})),
+            ("marker", json!({"type": "string"})),
+            ("sort_key", json!({"type": "string"})),
+            (
+                "sort_dir",
+                json!({"type": "string", "enum": ["asc", "desc"]}),
+            ),
+        ]
+    };
+    let list = method == "GET"
+        && !path.ends_with('}')
+        && collection_of(path) == path.trim_end_matches("/detail");
+    match (method, path) {
+        ("GET", "/v1/stats") => vec![
+            ("project_id", json!({"type": "string"})),
+            ("type", json!({"type": "string", "enum": ["cluster"]})),
+        ],
+        ("GET", "/v1/mservices") => Vec::new(),
+        ("GET", "/v1/certificates/{cluster_ident}") => {
+            vec![("ca_cert_type", json!({"type": "string"}))]
+        }
+        ("PATCH", "/v1/clusters/{ident}" | "/v1/federations/{ident}") => {
+            vec![("rollback", json!({"type": "boolean"}))]
+        }
+        ("GET", "/v1/quotas") => {
+            let mut q = page();
+            q.push(("all_tenants", json!({"type": "boolean"})));
+            q
+        }
+        ("GET", "/v1/clusters/{cluster_ident}/nodegroups") => {
+            let mut q = page();
+            q.push(("role", json!({"type": "string"})));
+            q
+        }
+        _ if list => page(),
+        _ => Vec::new(),
+    }
+}
+
 /// The whole document.
 pub fn document() -> Value {
     let mut paths = Map::new();
@@ -78,24 +201,75 @@ pub fn document() -> Value {
         "JsonPatch".into(),
         json!({"type": "array", "items": {"type": "object", "additionalProperties": false, "required": ["op", "path"],
             "properties": {"op": {"enum": ["add", "replace", "remove"]}, "path": {"type": "string", "pattern": "^(/[\\w-]+)+$"},
-                "value": {"type": ["string", "integer", "boolean"]}}}}),
+                "value": {"description": "any JSON value: a string, number, boolean, object (labels) or list"}}}}),
     );
+    // Every error but the 401 is Magnum's envelope: a list of errors, each with a code and a
+    // title (routing errors have an empty code; the microversion 406 adds max/min_version).
     schemas.insert(
         "Errors".into(),
-        json!({"type": "object", "properties": {"errors": {"type": "array", "items": {"type": "object", "properties": {
+        json!({"type": "object", "required": ["errors"], "properties": {"errors": {"type": "array", "minItems": 1,
+            "items": {"type": "object", "required": ["code", "title"], "properties": {
             "request_id": {"type": "string"}, "code": {"type": "string"}, "status": {"type": "integer"},
-            "title": {"type": "string"}, "detail": {"type": "string"}, "links": {"type": "array"}}}}}}),
+            "title": {"type": "string"}, "detail": {"type": "string"}, "description": {"type": "string"},
+            "max_version": {"type": "string"}, "min_version": {"type": "string"}, "links": {"type": "array"}}}}}}),
     );
+    // keystonemiddleware's 401 (no token, or one Keystone refuses).
+    schemas.insert(
+        "Unauthorized".into(),
+        json!({"type": "object", "required": ["error"], "properties": {"error": {"type": "object",
+            "required": ["code", "title", "message"], "properties": {
+            "code": {"const": 401}, "title": {"type": "string"}, "message": {"type": "string"}}}}}),
+    );
+    schemas.insert(
+        "Accepted".into(),
+        json!({"type": "object", "required": ["uuid"], "additionalProperties": false,
+            "properties": {"uuid": {"type": "string"}}}),
+    );
+    schemas.insert(
+        "Stats".into(),
+        json!({"type": "object", "required": ["clusters", "nodes"], "additionalProperties": false,
+            "properties": {"clusters": {"type": "integer"}, "nodes": {"type": "integer"}}}),
+    );
+    // A resource as answered: the fields its create body declares, typed (without the input
+    // bounds, which stored rows need not meet), plus whatever else it shows (links, status).
+    let mut views: Vec<(&str, String)> = Vec::new();
     for group in crate::v1::ROUTE_GROUPS {
         for r in *group {
+            if let (Body::Object(name, fields), "POST") = (&r.body, r.method)
+                && !r.path.contains("/actions/")
+            {
+                let view = format!("{name}View");
+                schemas.insert(view.clone(), view_schema(fields));
+                views.push((r.path, view));
+            }
+        }
+    }
+    let error = json!({"description": "error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Errors"}}}});
+    let unauthorized = json!({"description": "no token, or an invalid one", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Unauthorized"}}}});
+    for group in crate::v1::ROUTE_GROUPS {
+        for r in *group {
+            let mut parameters = vec![
+                json!({"name": "OpenStack-API-Version", "in": "header", "required": false,
+                "schema": {"type": "string", "example": "container-infra latest"}}),
+            ];
+            parameters.extend(path_parameters(r.path));
+            parameters.extend(
+                query_parameters(r.method, r.path)
+                    .iter()
+                    .map(|(name, schema)| json!({"name": name, "in": "query", "required": false, "schema": schema})),
+            );
+            let mut success = json!({"description": "success"});
+            if let Some(schema) = response_schema(r, &views) {
+                success["content"] = json!({"application/json": {"schema": schema}});
+            }
             let mut op = json!({
                 "summary": r.summary,
                 "x-policy": r.policy,
-                "parameters": [{"name": "OpenStack-API-Version", "in": "header", "required": false,
-                    "schema": {"type": "string", "example": "container-infra latest"}}],
+                "parameters": parameters,
                 "responses": {
-                    r.status.to_string(): {"description": "success"},
-                    "default": {"description": "error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Errors"}}}}
+                    r.status.to_string(): success,
+                    "401": unauthorized,
+                    "default": error
                 }
             });
             match &r.body {

@@ -230,18 +230,18 @@ pub enum PatchError {
     /// `magnum.common.exception.PatchError`; `patch` is the Python repr of the op list.
     #[error("Couldn't apply patch '{patch}'. Reason: {reason}")]
     Apply { patch: String, reason: String },
-    /// Inputs upstream crashes on (uncaught Python exception → HTTP 500 with this text).
+    /// Inputs upstream crashes on (an uncaught Python exception there: HTTP 500 with this
+    /// text). The request is at fault, so here it is a 400 with the same text.
     #[error("{0}")]
     Internal(String),
 }
 
 impl PatchError {
-    /// HTTP status upstream answers with.
+    /// HTTP status: 400 for every patch error. Upstream answers 500 for [`Self::Internal`];
+    /// magnum-rs answers no 5xx for a malformed request (found by schemathesis, see
+    /// test-support/fuzz).
     pub fn status(&self) -> u16 {
-        match self {
-            PatchError::Internal(_) => 500,
-            _ => 400,
-        }
+        400
     }
 }
 
@@ -301,10 +301,11 @@ fn render_ops(ops: &[PatchOp]) -> String {
 ///
 /// `body` is `None` when the request had no body. Elements are checked in order and each
 /// element's checks run in WSME's order (unknown keys, `path`, `op`, `value`, then internal /
-/// non-removable / needs-value). A `null` body answers like upstream's handlers whose `patch`
-/// argument is optional (500); for those handlers pass `Some(&Value::Null)` when there is no
-/// body. Elements upstream only trips over later (`null` entries, `"op": null`,
-/// `"path": null`) are reported here, after all other elements passed validation.
+/// non-removable / needs-value). A `null` body answers with the text of upstream's handlers
+/// whose `patch` argument is optional (their 500, a 400 here); for those handlers pass
+/// `Some(&Value::Null)` when there is no body. Elements upstream only trips over later
+/// (`null` entries, `"op": null`, `"path": null`) are reported here, after all other
+/// elements passed validation.
 pub fn parse_patch(body: Option<&Value>, rules: &PatchRules) -> Result<Vec<PatchOp>, PatchError> {
     let items = match body {
         None => return Err(PatchError::MissingArgument),
@@ -438,7 +439,8 @@ pub fn parse_patch(body: Option<&Value>, rules: &PatchRules) -> Result<Vec<Patch
         }
     }
     // Elements WSME accepts but upstream trips over later: a Python exception escaping the
-    // handler (500) beats jsonpatch's own validation (400), as in upstream's order.
+    // handler (upstream's 500, a 400 here) beats jsonpatch's own validation, as in upstream's
+    // order.
     if let Some(msg) = crash {
         return Err(PatchError::Internal(msg.into()));
     }

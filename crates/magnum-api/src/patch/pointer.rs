@@ -13,7 +13,7 @@ use magnum_core::py::{py_repr_map, type_name};
 pub(super) enum Failure {
     /// A jsonpatch/jsonpointer exception: upstream turns it into PatchError (400).
     Conflict(String),
-    /// A Python TypeError jsonpatch does not catch: upstream answers 500.
+    /// A Python TypeError jsonpatch does not catch: upstream answers 500, magnum-rs 400.
     Crash(String),
 }
 
