@@ -268,10 +268,7 @@ async fn metrics_response(app: &AppState) -> Response {
     let Some(m) = magnum_core::metrics::metrics() else {
         return ApiError::Routing(StatusCode::NOT_FOUND).into_response();
     };
-    match app.db.status_counts().await {
-        Ok((clusters, nodegroups)) => m.set_status_counts(&clusters, &nodegroups),
-        Err(e) => tracing::warn!("metrics: cannot count clusters: {e}"),
-    }
+    app.db.record_metrics(m).await;
     let mut r = Response::new(Body::from(m.render()));
     r.headers_mut().insert(
         header::CONTENT_TYPE,

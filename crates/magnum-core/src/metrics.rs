@@ -6,7 +6,8 @@
 use std::sync::OnceLock;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 pub struct Metrics {
@@ -21,9 +22,20 @@ pub struct Metrics {
     pub rpc_latency: HistogramVec,
     /// `magnum_conductor_handler_duration_seconds{method, outcome}`.
     pub handler_latency: HistogramVec,
+    /// `magnum_driver_call_duration_seconds{driver, operation, outcome}`.
+    pub driver_latency: HistogramVec,
+    /// `magnum_health_polls_total{driver, health}`: what each status poll said of health.
+    pub health_polls: IntCounterVec,
+    /// `magnum_notifications_total{outcome}`: sent, or failed (and kept for a retry).
+    pub notifications: IntCounterVec,
+    /// `magnum_notification_backlog`: notifications stored and not yet sent (scrape time).
+    pub notification_backlog: IntGauge,
     /// `magnum_clusters{status}`, `magnum_nodegroups{status}` (set at scrape time).
     pub clusters: IntGaugeVec,
     pub nodegroups: IntGaugeVec,
+    /// `magnum_db_pool_connections{state}` (in_use, idle) and `magnum_db_pool_max`.
+    pub db_pool: IntGaugeVec,
+    pub db_pool_max: IntGauge,
 }
 
 fn counter(
@@ -62,6 +74,12 @@ fn gauge(
     Ok(g)
 }
 
+fn single_gauge(registry: &Registry, name: &str, help: &str) -> prometheus::Result<IntGauge> {
+    let g = IntGauge::new(name, help)?;
+    registry.register(Box::new(g.clone()))?;
+    Ok(g)
+}
+
 impl Metrics {
     fn new() -> prometheus::Result<Self> {
         let registry = Registry::new();
@@ -96,6 +114,40 @@ impl Metrics {
                 "Time a conductor handler took, by outcome.",
                 &["method", "outcome"],
             )?,
+            driver_latency: histogram(
+                &registry,
+                "magnum_driver_call_duration_seconds",
+                "Time a driver call took, by driver, operation and outcome.",
+                &["driver", "operation", "outcome"],
+            )?,
+            health_polls: counter(
+                &registry,
+                "magnum_health_polls_total",
+                "Status polls by the health they reported (unchanged: none; error: the poll failed).",
+                &["driver", "health"],
+            )?,
+            notifications: counter(
+                &registry,
+                "magnum_notifications_total",
+                "Notifications handed to the broker, by outcome.",
+                &["outcome"],
+            )?,
+            notification_backlog: single_gauge(
+                &registry,
+                "magnum_notification_backlog",
+                "Notifications stored and not yet confirmed by the broker.",
+            )?,
+            db_pool: gauge(
+                &registry,
+                "magnum_db_pool_connections",
+                "Database connections of this process's pool, in use or idle.",
+                &["state"],
+            )?,
+            db_pool_max: single_gauge(
+                &registry,
+                "magnum_db_pool_max",
+                "The most connections the pool may open.",
+            )?,
             clusters: gauge(
                 &registry,
                 "magnum_clusters",
@@ -124,6 +176,17 @@ impl Metrics {
                 .with_label_values(&[status.as_str()])
                 .set(*n);
         }
+    }
+
+    /// Sets the pool gauges from `(open, idle, most allowed)`.
+    pub fn set_db_pool(&self, open: u32, idle: u32, max: u32) {
+        self.db_pool
+            .with_label_values(&["in_use"])
+            .set(i64::from(open.saturating_sub(idle)));
+        self.db_pool
+            .with_label_values(&["idle"])
+            .set(i64::from(idle));
+        self.db_pool_max.set(i64::from(max));
     }
 
     /// The text exposition format.

@@ -33,6 +33,16 @@ pub struct DbSettings {
 }
 
 impl DbSettings {
+    /// The pool's bound: `max_pool_size + max_overflow`, and one for an in-memory SQLite,
+    /// where every further connection would be a different database.
+    pub fn max_connections(&self) -> u32 {
+        if self.url.in_memory {
+            1
+        } else {
+            (self.max_pool_size + self.max_overflow).max(1)
+        }
+    }
+
     /// oslo.db's defaults for a URL.
     pub fn new(url: DbUrl) -> Self {
         Self {
@@ -102,13 +112,7 @@ impl Database {
     pub async fn connect(settings: DbSettings) -> Result<Self> {
         let url = &settings.url;
         let mut opts = ConnectOptions::new(url.sqlx_url.clone());
-        let max = if url.in_memory {
-            // Every connection to `sqlite::memory:` would be a different database.
-            1
-        } else {
-            (settings.max_pool_size + settings.max_overflow).max(1)
-        };
-        opts.max_connections(max)
+        opts.max_connections(settings.max_connections())
             .min_connections(0)
             .connect_timeout(Duration::from_secs(settings.pool_timeout))
             .acquire_timeout(Duration::from_secs(settings.pool_timeout))
@@ -177,6 +181,29 @@ impl Database {
 
     pub fn settings(&self) -> &DbSettings {
         &self.settings
+    }
+
+    /// The pool's connections now, for `/metrics`: `(open, idle, most allowed)`.
+    pub fn pool_use(&self) -> (u32, u32, u32) {
+        use sea_orm::DatabaseConnectionType as Kind;
+        // Matched on the connection's own kind, so the accessors below cannot panic.
+        let (open, idle) = match &self.conn.inner {
+            Kind::SqlxMySqlPoolConnection(_) => {
+                let p = self.conn.get_mysql_connection_pool();
+                (p.size(), p.num_idle())
+            }
+            Kind::SqlxPostgresPoolConnection(_) => {
+                let p = self.conn.get_postgres_connection_pool();
+                (p.size(), p.num_idle())
+            }
+            Kind::SqlxSqlitePoolConnection(_) => {
+                let p = self.conn.get_sqlite_connection_pool();
+                (p.size(), p.num_idle())
+            }
+            _ => (0, 0),
+        };
+        let idle = u32::try_from(idle).unwrap_or(u32::MAX);
+        (open, idle, self.settings.max_connections())
     }
 
     /// Run `body` in a transaction, again from the start when it loses a race (deadlock,

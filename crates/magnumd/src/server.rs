@@ -376,10 +376,7 @@ async fn serve_conductor_metrics(cfg: &Config, db: Database) -> Result<(), Failu
                 let Some(m) = magnum_core::metrics::metrics() else {
                     return String::new();
                 };
-                match db.status_counts().await {
-                    Ok((c, n)) => m.set_status_counts(&c, &n),
-                    Err(e) => tracing::warn!("metrics: cannot count clusters: {e}"),
-                }
+                db.record_metrics(m).await;
                 m.render()
             }
         }),

@@ -5,6 +5,7 @@
 //! persists it with guarded writes, so the "you must save" contract that drivers forgot
 //! cannot be forgotten here. One instance per driver lives for the whole process.
 
+mod metered;
 pub mod simulated;
 
 use std::collections::HashMap;
@@ -206,6 +207,7 @@ impl DriverRegistry {
             ..Self::default()
         };
         for d in drivers {
+            let d = metered::Metered::wrap(d);
             let name = d.name().to_owned();
             if disabled.contains(&name) {
                 continue;

@@ -506,4 +506,15 @@ impl Database {
         .await?;
         Ok((clusters, nodegroups))
     }
+
+    /// Fills the gauges `/metrics` reads from storage at scrape time: rows by status and the
+    /// connection pool's use.
+    pub async fn record_metrics(&self, m: &magnum_core::metrics::Metrics) {
+        match self.status_counts().await {
+            Ok((clusters, nodegroups)) => m.set_status_counts(&clusters, &nodegroups),
+            Err(e) => tracing::warn!("metrics: cannot count clusters: {e}"),
+        }
+        let (open, idle, max) = self.pool_use();
+        m.set_db_pool(open, idle, max);
+    }
 }

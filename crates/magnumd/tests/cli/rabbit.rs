@@ -268,13 +268,13 @@ fn api_and_two_conductors_over_rabbitmq() {
 
 /// `test-support/oslo/peer.py listen`: a Python oslo.messaging notification listener whose
 /// events are collected until [`Listener::stop`].
-struct Listener {
+pub(crate) struct Listener {
     child: ChildGuard,
     lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl Listener {
-    fn start(url: &str, exchange: &str, topic: &str) -> Self {
+    pub(crate) fn start(url: &str, exchange: &str, topic: &str) -> Self {
         let support = crate::client::repo_root().join("test-support/oslo");
         let out = Command::new("bash")
             .arg(support.join("setup-venv.sh"))
@@ -316,7 +316,7 @@ impl Listener {
     }
 
     /// Stops listening (stdin closed) and returns every event received.
-    fn stop(mut self) -> Vec<Value> {
+    pub(crate) fn stop(mut self) -> Vec<Value> {
         // Events published just before are still on their way.
         std::thread::sleep(Duration::from_secs(2));
         drop(self.child.stdin.take());
@@ -500,6 +500,19 @@ fn api_and_conductor_log_json_to_log_dir_and_reopen_on_sighup() {
         conductor_metrics.contains(r#"magnum_clusters{status="CREATE_COMPLETE"} 1"#),
         "{conductor_metrics}"
     );
+    // The driver's calls, what its polls said of health, and the pool of this process.
+    for series in [
+        r#"magnum_driver_call_duration_seconds_count{driver="simulated",operation="create_cluster",outcome="ok"} 1"#,
+        r#"magnum_driver_call_duration_seconds_count{driver="simulated",operation="poll_status",outcome="ok"}"#,
+        r#"magnum_health_polls_total{driver="simulated",health="HEALTHY"}"#,
+        r#"magnum_db_pool_connections{state="in_use"}"#,
+        "magnum_db_pool_max 55",
+    ] {
+        assert!(
+            conductor_metrics.contains(series),
+            "{series}: {conductor_metrics}"
+        );
+    }
 
     let lines = |name: &str| -> Vec<Value> {
         let text = std::fs::read_to_string(logs.join(name)).unwrap_or_default();
