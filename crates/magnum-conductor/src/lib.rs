@@ -6,6 +6,7 @@ pub mod driver;
 mod handlers;
 mod heartbeat;
 pub mod notify;
+mod partition;
 mod service;
 mod state;
 mod sync;

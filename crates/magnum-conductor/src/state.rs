@@ -28,6 +28,8 @@ pub struct ConductorSettings {
     pub periodic_enable: bool,
     pub sync_interval: Duration,
     pub report_interval: Duration,
+    /// `[DEFAULT] service_down_time`: how long a silent conductor still owns its clusters.
+    pub service_down_time: Duration,
 }
 
 impl ConductorSettings {
@@ -37,6 +39,7 @@ impl ConductorSettings {
             periodic_enable: cfg.default.periodic_enable,
             sync_interval: Duration::from_secs(u64::from(cfg.conductor.sync_interval)),
             report_interval: Duration::from_secs(u64::from(cfg.conductor.report_interval)),
+            service_down_time: Duration::from_secs(u64::from(cfg.default.service_down_time)),
         }
     }
 }

@@ -16,7 +16,8 @@ use tokio::sync::{Semaphore, mpsc};
 use crate::driver::{Driver, StatusReport};
 use crate::handlers::{action_of, fail, finish_delete, resume_create, save_cluster, save_ng};
 use crate::notify::Action;
-use crate::state::Inner;
+use crate::partition::{Members, ownership_window};
+use crate::state::{BINARY, Inner};
 use crate::worker::{WorkerContext, WorkerError};
 
 const IN_PROGRESS: [&str; 4] = [
@@ -43,15 +44,28 @@ pub(crate) async fn run(
     let permits = Arc::new(Semaphore::new(MAX_CONCURRENT));
     let mut tick = tokio::time::interval(c.settings.sync_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut members: Option<Members> = None;
     loop {
         tokio::select! {
             () = ctx.stopped() => return Ok(()),
             _ = tick.tick() => {
-                if c.settings.periodic_enable
-                    && let Err(e) = sweep(&c, &permits).await
-                {
-                    tracing::warn!(error = %e, "status sweep failed");
-                    ctx.error(format!("status sweep failed: {e}"));
+                if c.settings.periodic_enable {
+                    match sweep(&c, &permits).await {
+                        Ok(now) => {
+                            if members.as_ref() != Some(&now) {
+                                tracing::info!(
+                                    conductors = now.len(),
+                                    "status sweep shared by {} conductor(s)",
+                                    now.len()
+                                );
+                            }
+                            members = Some(now);
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "status sweep failed");
+                            ctx.error(format!("status sweep failed: {e}"));
+                        }
+                    }
                 }
                 // Through the first sweep: what a previous run left is resumed or timed out.
                 ctx.running();
@@ -70,12 +84,31 @@ pub(crate) async fn run(
     }
 }
 
-/// One pass over every in-progress cluster: three reads, then one task per cluster.
-pub(crate) async fn sweep(c: &Arc<Inner>, permits: &Arc<Semaphore>) -> Result<()> {
+/// The conductors sharing the sweep now (one read of `magnum_service`).
+async fn members(inner: &Inner) -> Result<Members> {
+    let rows = inner.db.magnum_services().of_binary(BINARY).await?;
+    let s = &inner.settings;
+    let window = ownership_window(s.service_down_time, s.sync_interval, s.report_interval);
+    let now = chrono::Utc::now().naive_utc();
+    Ok(Members::from_rows(&rows, &s.host, now, window))
+}
+
+/// One pass over the in-progress clusters this conductor owns: four reads, then one task per
+/// cluster. Returns who shared the pass.
+pub(crate) async fn sweep(c: &Arc<Inner>, permits: &Arc<Semaphore>) -> Result<Members> {
     let inner = c.as_ref();
-    let clusters = inner.db.clusters().with_status(&IN_PROGRESS).await?;
+    let members = members(inner).await?;
+    let mut clusters = inner.db.clusters().with_status(&IN_PROGRESS).await?;
+    let in_progress = clusters.len();
+    clusters.retain(|c| c.uuid.as_deref().is_some_and(|u| members.owns(u)));
+    tracing::debug!(
+        owned = clusters.len(),
+        in_progress,
+        conductors = members.len(),
+        "status sweep"
+    );
     if clusters.is_empty() {
-        return Ok(());
+        return Ok(members);
     }
     let uuids: Vec<String> = clusters.iter().filter_map(|c| c.uuid.clone()).collect();
     let mut ngs_of: HashMap<String, Vec<NodeGroup>> = HashMap::new();
@@ -104,6 +137,7 @@ pub(crate) async fn sweep(c: &Arc<Inner>, permits: &Arc<Semaphore>) -> Result<()
                 template: cluster.cluster_template_id.clone().unwrap_or_default(),
             })
             .and_then(|t| inner.drivers.for_template(&t.into()));
+        tracing::debug!(cluster = %uuid, "status sweep: polling");
         let (c, permits) = (c.clone(), permits.clone());
         tasks.push(tokio::spawn(async move {
             let Ok(_permit) = permits.acquire_owned().await else {
@@ -117,7 +151,7 @@ pub(crate) async fn sweep(c: &Arc<Inner>, permits: &Arc<Semaphore>) -> Result<()
     for t in tasks {
         let _ = t.await;
     }
-    Ok(())
+    Ok(members)
 }
 
 /// Targeted sync of one cluster, when its driver says something changed.

@@ -75,6 +75,7 @@ async fn env_with_drivers(
             periodic_enable: true,
             sync_interval: Duration::from_millis(500),
             report_interval: Duration::from_millis(200),
+            service_down_time: Duration::from_secs(180),
         },
     );
     sim.set_waker(conductor.waker());

@@ -159,6 +159,12 @@ impl MagnumServiceRepo<'_> {
         fetch_all(self.db.conn(), paginate(self.db.backend(), q, page)?).await
     }
 
+    /// Every row of `binary` (a handful: one per host), in one statement.
+    pub async fn of_binary(&self, binary: &str) -> Result<Vec<MagnumService>> {
+        let q = magnum_service::Entity::find().filter(magnum_service::Column::Binary.eq(binary));
+        fetch_all(self.db.conn(), q).await
+    }
+
     pub async fn destroy(&self, id: i32) -> Result<()> {
         let cond = Condition::all().add(magnum_service::Column::Id.eq(id));
         delete_where::<magnum_service::Entity>(self.db, cond, not_found(&id.to_string())).await

@@ -11,6 +11,7 @@ mod horizon;
 mod https;
 mod isolation;
 mod lifecycle;
+mod partition;
 mod rabbit;
 mod upstream;
 
