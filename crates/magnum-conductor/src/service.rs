@@ -30,11 +30,34 @@ fn notifier(cfg: &Config, publisher: Option<magnum_rpc::oslo::NotificationPublis
     Notifier::from_config_with(cfg, |_| {
         if let Some(p) = publisher.take() {
             handed_out = true;
-            return Some(Box::new(crate::notify::MessagingDriver::new(p)));
+            return Some(Box::new(crate::notify::MessagingDriver::new(
+                p,
+                outbox_dir(cfg),
+            )));
         }
         handed_out
             .then(|| Box::new(crate::notify::NoopDriver) as Box<dyn crate::notify::NotifierDriver>)
     })
+}
+
+/// `$state_path/notifications/<host>`, when `state_path` is a folder (it is not created
+/// here: a missing one is a deployment without state, where notifications queue in memory).
+fn outbox_dir(cfg: &Config) -> Option<std::path::PathBuf> {
+    let state = std::path::Path::new(&cfg.default.state_path);
+    if state.is_dir() {
+        let host = if cfg.default.host.is_empty() {
+            "localhost"
+        } else {
+            &cfg.default.host
+        };
+        return Some(state.join("notifications").join(host));
+    }
+    tracing::warn!(
+        state_path = %state.display(),
+        "[DEFAULT] state_path is not a folder: notifications wait for the broker in memory \
+         only and a restart loses what is still waiting"
+    );
+    None
 }
 
 /// The conductor. Cheap to clone; implements `magnum_rpc::ConductorApi`.

@@ -404,12 +404,7 @@ impl Notifier {
         }
         let n = self.build(ctx, action, outcome, cluster, nodegroups);
         for driver in &self.drivers {
-            let sent = driver.emit(&n).await;
-            if let Some(m) = magnum_core::metrics::metrics() {
-                let outcome = if sent.is_ok() { "sent" } else { "failed" };
-                m.notifications.with_label_values(&[outcome]).inc();
-            }
-            if let Err(e) = sent {
+            if let Err(e) = driver.emit(&n).await {
                 tracing::warn!(
                     driver = driver.name(),
                     event_type = %n.event_type,

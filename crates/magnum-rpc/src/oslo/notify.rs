@@ -52,7 +52,8 @@ impl NotificationPublisher {
 
     /// Publishes `message` (with `message_id`, `publisher_id`, `event_type`, `priority`,
     /// `payload`, `timestamp` already in it) at `priority` to every topic, adding
-    /// `_unique_id`. Returns once the broker confirmed each copy; fails at once with
+    /// `_unique_id` unless it has one (a resent message keeps its id, so oslo listeners drop
+    /// the copy they already had). Returns once the broker confirmed each copy; fails at once with
     /// `Unavailable` while disconnected (the caller logs and goes on, as oslo's notifier
     /// swallows send failures).
     pub async fn publish(&self, priority: &str, message: Value) -> Result<(), RpcError> {
@@ -61,7 +62,8 @@ impl NotificationPublisher {
                 "a notification must be a JSON object".into(),
             ));
         };
-        m.insert(UNIQUE_ID.into(), Value::String(envelope::new_id()));
+        m.entry(UNIQUE_ID)
+            .or_insert_with(|| Value::String(envelope::new_id()));
         self.send(priority, &m).await
     }
 

@@ -4,7 +4,9 @@
 //! a SIGKILLed conductor's share is taken over within `service_down_time`; when it comes back
 //! the shares rebalance; every cluster's completion is notified exactly once (consumed from
 //! RabbitMQ by a Python oslo.messaging listener).
-//! Runs when MAGNUM_TEST_RABBIT_URL and MAGNUM_TEST_MYSQL_URL are set.
+//! And the notification outbox: events of clusters that complete while RabbitMQ is down
+//! are stored, survive a SIGKILL of their conductor, and arrive exactly once after both are
+//! back. Runs when MAGNUM_TEST_RABBIT_URL and MAGNUM_TEST_MYSQL_URL are set.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -124,7 +126,7 @@ fn wait_members(logs: &[(String, PathBuf)], n: usize, since: DateTime<Utc>, limi
     }
 }
 
-fn seed(db_url: &str) -> Vec<String> {
+fn seed(db_url: &str, count: usize) -> Vec<String> {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let settings = magnum_db::DbSettings::new(magnum_db::DbUrl::parse(db_url).unwrap());
@@ -142,9 +144,9 @@ fn seed(db_url: &str) -> Vec<String> {
             })
             .await
             .unwrap();
-        let mut uuids = Vec::with_capacity(CLUSTERS);
+        let mut uuids = Vec::with_capacity(count);
         let mut batch = Vec::new();
-        for i in 0..CLUSTERS {
+        for i in 0..count {
             let db = db.clone();
             let template = template.uuid.clone();
             batch.push(tokio::spawn(async move {
@@ -252,7 +254,7 @@ fn three_conductors_share_3000_clusters_and_take_over_a_dead_ones_share() {
             .success()
     );
     let started = Instant::now();
-    let uuids = seed(&db.url());
+    let uuids = seed(&db.url(), CLUSTERS);
     eprintln!(
         "partition: {CLUSTERS} CREATE_IN_PROGRESS clusters seeded in {:.1} s",
         started.elapsed().as_secs_f64()
@@ -412,4 +414,149 @@ fn three_conductors_share_3000_clusters_and_take_over_a_dead_ones_share() {
         events.len(),
         message_ids.len()
     );
+}
+
+fn rabbitmqctl(args: &[&str]) {
+    let st = Command::new("rabbitmqctl")
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "rabbitmqctl {args:?}");
+}
+
+/// Starts the broker again when the test ends, whatever happened.
+struct BrokerBack;
+
+impl Drop for BrokerBack {
+    fn drop(&mut self) {
+        let _ = Command::new("rabbitmqctl")
+            .arg("start_app")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+fn stored(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |d| {
+        d.flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+            .count()
+    })
+}
+
+#[test]
+fn notifications_wait_for_the_broker_on_disk_and_survive_a_sigkill() {
+    const N: usize = 200;
+    let rabbit = std::env::var("MAGNUM_TEST_RABBIT_URL")
+        .ok()
+        .filter(|v| !v.is_empty());
+    let Some(rabbit) = rabbit else {
+        magnum_testkit::skip("needs MAGNUM_TEST_RABBIT_URL");
+        return;
+    };
+    let Some(db) = ServerDb::create_blocking(Server::MariaDb, "magnum_cli") else {
+        return;
+    };
+    let _broker = crate::broker_lock();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let tag = magnum_testkit::tag();
+    let state = w.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let host = format!("outbox-{tag}");
+    let conf = w.join("magnum.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[DEFAULT]\ntransport_url = {rabbit}\ncontrol_exchange = magnum_{tag}\n\
+             state_path = {state}\nhost = {host}\n\n\
+             [conductor]\ntopic = magnum-conductor-{tag}\nsync_interval = 1\nreport_interval = 1\n\n\
+             [oslo_messaging_notifications]\ndriver = messagingv2\ntopics = notifications_{tag}\n\n\
+             [simulated_driver]\ncreate_delay = 1\n\n\
+             [certificates]\ncert_manager_type = x509keypair\n\n\
+             [database]\nconnection = {db_url}\n",
+            state = state.display(),
+            db_url = db.url_with_scheme("mysql+pymysql"),
+        ),
+    )
+    .unwrap();
+    let conf_s = conf.display().to_string();
+    assert!(
+        crate::magnumd(&["--config-file", &conf_s, "db", "upgrade"])
+            .status
+            .success()
+    );
+    let uuids = seed(&db.url(), N);
+    let listener = crate::rabbit::Listener::start(
+        &rabbit,
+        &format!("magnum_{tag}"),
+        &format!("notifications_{tag}"),
+    );
+    let spawn = |procs: &mut Children, run: u32| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_magnumd"));
+        cmd.args(["--config-file", &conf_s, "conductor"]);
+        procs.spawn(cmd, &w.join(format!("conductor-{run}.log")))
+    };
+    let mut procs = Children::default();
+    let first = spawn(&mut procs, 1);
+    std::thread::sleep(Duration::from_secs(3));
+
+    // The broker goes away; the clusters complete meanwhile: their events wait on disk.
+    let _back = BrokerBack;
+    rabbitmqctl(&["stop_app"]);
+    release(&db.url());
+    let outbox = state.join("notifications").join(&host);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while completed(&db.url()) < N as i64 || stored(&outbox) < N {
+        assert!(
+            Instant::now() < deadline,
+            "{} completed, {} stored",
+            completed(&db.url()),
+            stored(&outbox)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    eprintln!("outbox: {N} events stored while the broker was down");
+    // Their conductor dies before the broker returns.
+    procs.stop(first);
+    assert_eq!(stored(&outbox), N, "nothing may be lost by the kill");
+    rabbitmqctl(&["start_app"]);
+    let back = Instant::now();
+    spawn(&mut procs, 2);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while stored(&outbox) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "{} events still stored after the broker returned",
+            stored(&outbox)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    eprintln!(
+        "outbox: the restarted conductor sent the stored events within {:.1} s of the broker's return",
+        back.elapsed().as_secs_f64()
+    );
+    let events = listener.stop();
+    let mut ids = HashSet::new();
+    let mut successes: HashMap<String, usize> = HashMap::new();
+    for e in &events {
+        let id = e["metadata"]["message_id"].as_str().unwrap_or_default();
+        assert!(ids.insert(id.to_owned()), "message {id} arrived twice");
+        if e["event_type"] == "magnum.cluster.create" && e["payload"]["outcome"] == "success" {
+            let c = e["payload"]["target"]["id"].as_str().unwrap_or_default();
+            *successes.entry(c.to_owned()).or_default() += 1;
+        }
+    }
+    let missing = uuids
+        .iter()
+        .filter(|u| successes.get(*u) != Some(&1))
+        .count();
+    assert_eq!(
+        missing, 0,
+        "{missing} clusters without exactly one create success event"
+    );
+    eprintln!("outbox: {} events received, each once", events.len());
 }
