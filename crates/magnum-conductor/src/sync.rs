@@ -53,11 +53,7 @@ pub(crate) async fn run(
                     match sweep(&c, &permits).await {
                         Ok(now) => {
                             if members.as_ref() != Some(&now) {
-                                tracing::info!(
-                                    conductors = now.len(),
-                                    "status sweep shared by {} conductor(s)",
-                                    now.len()
-                                );
+                                tracing::info!("status sweep shared by {} conductor(s)", now.len());
                             }
                             members = Some(now);
                         }

@@ -322,6 +322,48 @@ fn serve_with_no_config_is_the_embedded_default() {
     assert!(err.contains("SIGHUP: no log file to reopen"), "{err}");
 }
 
+/// The container image's default command (packaging/container): the embedded default on
+/// every address, its state in `state_path`. The image itself is not built here (no
+/// container engine on this machine); this runs its configuration with this build.
+#[test]
+fn container_default_config_serves_the_embedded_default_on_every_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = magnum_testkit::free_port();
+    let image_conf = crate::client::repo_root().join("packaging/container/magnumd-container.conf");
+    let over = write_conf(
+        dir.path(),
+        "over.conf",
+        &format!(
+            "[DEFAULT]\nstate_path = {}\n[api]\nport = {port}\n",
+            dir.path().display()
+        ),
+    );
+    let log = dir.path().join("serve.log");
+    let mut child = ChildGuard::new(
+        Command::new(env!("CARGO_BIN_EXE_magnumd"))
+            .arg("--config-file")
+            .arg(&image_conf)
+            .args(["--config-file", &over, "serve"])
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    magnum_testkit::wait_for_port(port, &mut child);
+    let reply = magnum_testkit::raw_http(
+        port,
+        "GET /v1/clusters HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        std::time::Duration::from_secs(30),
+    );
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(dir.path().join("magnum.sqlite").exists());
+    child.stop();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains(&format!("magnum API listening on http://0.0.0.0:{port}")),
+        "{text}"
+    );
+}
+
 #[test]
 fn status_reports_each_check_and_fails_when_one_does() {
     let dir = tempfile::tempdir().unwrap();
