@@ -861,7 +861,10 @@ async fn update(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
             .cloned(),
         rollback,
     };
-    app.services.clusters().update(&req.ctx, &c, change).await?;
+    // The admin's all-projects scope travels to the conductor, which loads the cluster
+    // again (as upstream's context does): with the caller's own scope another project's
+    // cluster is not found there and the accepted change is dropped.
+    app.services.clusters().update(&ctx, &c, change).await?;
     respond(StatusCode::ACCEPTED, &json!({"uuid": uuid}))
 }
 
@@ -870,10 +873,12 @@ async fn delete(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
         app.policy
             .authorize("cluster:delete_all_projects", &ctx_target(req), &req.ctx)?;
     }
-    let c = lookup::cluster(app, &admin_scope(req), ident).await?;
+    let ctx = admin_scope(req);
+    let c = lookup::cluster(app, &ctx, ident).await?;
     app.policy
         .authorize("cluster:delete", &owner(&c), &req.ctx)?;
-    app.services.clusters().delete(&req.ctx, &c).await?;
+    // The scope the cluster was found in goes to the conductor too (see `update`).
+    app.services.clusters().delete(&ctx, &c).await?;
     no_content()
 }
 
@@ -931,7 +936,7 @@ async fn upgrade(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> 
     let max_batch_size = int32(&doc, "max_batch_size")?;
     app.services
         .clusters()
-        .upgrade(&req.ctx, &c, &t, &ng, explicit, max_batch_size)
+        .upgrade(&ctx, &c, &t, &ng, explicit, max_batch_size)
         .await?;
     respond(StatusCode::ACCEPTED, &json!({"uuid": uuid}))
 }
