@@ -191,7 +191,12 @@ async fn dispatch(app: &AppState, request: Request, request_id: &str) -> Respons
                 version,
                 base,
             };
-            route(app, req).await
+            // A database that goes away ends the request at once with a 503 instead of
+            // leaving it to wait out the pool's timeout (its transaction rolls back).
+            tokio::select! {
+                r = route(app, req) => r,
+                e = app.db.unreachable() => Err(e.into()),
+            }
         }
         Err(e) => Err(e),
     };

@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use magnum_core::{Error, Result};
@@ -10,6 +11,7 @@ use sea_orm::{
     TransactionTrait,
 };
 use sqlx::Executor;
+use tokio::sync::watch;
 
 use crate::errors::{TxError, is_retryable, map_db_err};
 use crate::url::{DbUrl, Engine};
@@ -66,6 +68,91 @@ pub struct Database {
     conn: DatabaseConnection,
     engine: Engine,
     settings: DbSettings,
+    /// `Some(reason)` while the server does not answer (see [`watch_server`]).
+    down: Arc<watch::Sender<Option<String>>>,
+}
+
+/// How often the server is asked whether it is there, and how long it may take to say so.
+const WATCH_EVERY: Duration = Duration::from_millis(500);
+const WATCH_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// One connection of its own, outside the pool, asked `SELECT 1` every [`WATCH_EVERY`]: a
+/// pool retries a server that went away until `pool_timeout` (30 s) for every caller, so
+/// callers learn from this watch that it is away and fail at once. Ends with the last
+/// handle of the database.
+async fn watch_server(url: DbUrl, down: std::sync::Weak<watch::Sender<Option<String>>>) {
+    use sqlx::{ConnectOptions as _, Connection as _};
+    enum Conn {
+        MySql(sqlx::MySqlConnection),
+        Postgres(sqlx::PgConnection),
+    }
+    async fn connect(url: &DbUrl) -> std::result::Result<Conn, String> {
+        match url.engine {
+            Engine::MySql => {
+                let o: sqlx::mysql::MySqlConnectOptions = url
+                    .sqlx_url
+                    .parse()
+                    .map_err(|e: sqlx::Error| e.to_string())?;
+                o.connect()
+                    .await
+                    .map(Conn::MySql)
+                    .map_err(|e| e.to_string())
+            }
+            Engine::Postgres => {
+                let o: sqlx::postgres::PgConnectOptions = url
+                    .sqlx_url
+                    .parse()
+                    .map_err(|e: sqlx::Error| e.to_string())?;
+                o.connect()
+                    .await
+                    .map(Conn::Postgres)
+                    .map_err(|e| e.to_string())
+            }
+            Engine::Sqlite => Err("nothing to watch".into()),
+        }
+    }
+    async fn ask(c: &mut Conn) -> std::result::Result<(), String> {
+        let r = match c {
+            Conn::MySql(c) => c.ping().await,
+            Conn::Postgres(c) => c.ping().await,
+        };
+        r.map_err(|e| e.to_string())
+    }
+    let mut conn: Option<Conn> = None;
+    let mut tick = tokio::time::interval(WATCH_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(down) = down.upgrade() else { return };
+        let answer = tokio::time::timeout(WATCH_TIMEOUT, async {
+            match conn.as_mut() {
+                Some(c) => ask(c).await,
+                None => {
+                    conn = Some(connect(&url).await?);
+                    Ok(())
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {} s", WATCH_TIMEOUT.as_secs())));
+        match answer {
+            Ok(()) => {
+                if down.borrow().is_some() {
+                    tracing::info!(database = %url.redacted(), "database reachable again");
+                    down.send_replace(None);
+                }
+            }
+            Err(e) => {
+                conn = None;
+                if down.borrow().is_none() {
+                    tracing::warn!(database = %url.redacted(), error = %e, "database unreachable");
+                    // The first sentence is the error's title; the server's address stays in
+                    // the log line above.
+                    down.send_replace(Some(format!("the database server does not answer. {e}")));
+                }
+            }
+        }
+    }
 }
 
 /// One direct connection attempt before the pool exists: a pool retries refused connections
@@ -160,11 +247,41 @@ impl Database {
                 map_db_err(e)
             ))
         })?;
+        let (down, _) = watch::channel(None);
+        let down = Arc::new(down);
+        if url.engine != Engine::Sqlite {
+            tokio::spawn(watch_server(url.clone(), Arc::downgrade(&down)));
+        }
         Ok(Self {
             engine: url.engine,
             conn,
             settings,
+            down,
         })
+    }
+
+    /// `DatabaseUnavailable` while the server does not answer its watch.
+    pub fn reachable(&self) -> Result<()> {
+        match self.down.borrow().as_ref() {
+            Some(reason) => Err(Error::DatabaseUnavailable(reason.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Resolves with `DatabaseUnavailable` as soon as the server is found away (at once if
+    /// it is already): raced against a request, it ends that request's wait on the pool.
+    pub async fn unreachable(&self) -> Error {
+        let mut rx = self.down.subscribe();
+        // The guard of the value must not live across an await (it is not Send).
+        let reason = rx
+            .wait_for(Option::is_some)
+            .await
+            .map(|r| r.clone().unwrap_or_default());
+        match reason {
+            Ok(reason) => Error::DatabaseUnavailable(reason),
+            // The watch ended with the database itself: never away then.
+            Err(_) => std::future::pending().await,
+        }
     }
 
     pub fn engine(&self) -> Engine {
