@@ -9,7 +9,8 @@
 #                         schemathesis from the environment, never put on a command line)
 #   MAGNUM_FUZZ_EXAMPLES  generated cases per operation and phase (default 20)
 #   MAGNUM_FUZZ_SEED      hypothesis seed (default 1414): the same seed replays the same cases
-#   MAGNUM_FUZZ_WORKERS   concurrent workers (default 2)
+#   MAGNUM_FUZZ_WORKERS   concurrent workers (default 1: one worker keeps a seed's run in one order,
+#                         and hypothesis 6.170 raced in its lambda-source cache with 2)
 #   MAGNUM_FUZZ_VENV      the venv (default /var/tmp/magnum-rs-fuzz-venv; built on first use)
 #   MAGNUM_FUZZ_TEMPLATES, MAGNUM_FUZZ_CLUSTERS, MAGNUM_FUZZ_NODEGROUPS, MAGNUM_FUZZ_PROJECTS
 #                         optional, space-separated: ids of real objects. Half of the generated
@@ -67,7 +68,7 @@ status=0
     --phases examples,coverage,fuzzing \
     --checks not_a_server_error,response_schema_conformance,status_code_conformance,content_type_conformance \
     --max-examples "${MAGNUM_FUZZ_EXAMPLES:-20}" --seed "${MAGNUM_FUZZ_SEED:-1414}" \
-    --workers "${MAGNUM_FUZZ_WORKERS:-2}" --request-timeout 120 --continue-on-failure \
+    --workers "${MAGNUM_FUZZ_WORKERS:-1}" --request-timeout 120 --continue-on-failure \
     --suppress-health-check all --warnings off \
     --report junit,ndjson --report-dir "$out" \
     --report-junit-path "$out/junit.xml" --report-ndjson-path "$out/events.ndjson") \
