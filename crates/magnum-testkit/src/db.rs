@@ -159,3 +159,106 @@ impl Drop for ServerDb {
         }
     }
 }
+
+/// A MariaDB server of the test's own: `mariadb-install-db` into a temp folder and
+/// `mariadbd` on a free loopback port, so a test may stop and start it (a fault) without
+/// touching the machine's server or the other tests on it. Stopped when dropped.
+pub struct PrivateMariaDb {
+    dir: TempDir,
+    port: u16,
+    server: Option<crate::ChildGuard>,
+}
+
+impl PrivateMariaDb {
+    /// None (after a skip) where MariaDB's programs are not installed.
+    pub fn start() -> Option<Self> {
+        let installed = std::process::Command::new("mariadb-install-db")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !installed {
+            crate::skip("mariadb-install-db is not installed");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("mariadb-install-db")
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", dir.path().join("data").display()))
+            .args(["--auth-root-authentication-method=normal", "--skip-test-db"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "mariadb-install-db: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut me = Self {
+            dir,
+            port: crate::free_port(),
+            server: None,
+        };
+        me.resume();
+        Some(me)
+    }
+
+    /// `mysql+pymysql://root@127.0.0.1:<port>/<name>`, after creating database `name`.
+    pub fn database(&self, name: &str) -> String {
+        let out = std::process::Command::new("mariadb")
+            .args(["-uroot", "-h127.0.0.1", &format!("-P{}", self.port)])
+            .args(["-e", &format!("CREATE DATABASE IF NOT EXISTS `{name}`")])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        format!("mysql+pymysql://root@127.0.0.1:{}/{name}", self.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// A clean shutdown, as a service restart makes one (SIGTERM, then waits for the exit).
+    pub fn pause(&mut self) {
+        if let Some(mut s) = self.server.take() {
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &s.id().to_string()])
+                .status();
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while s.try_wait().ok().flatten().is_none() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            s.stop();
+        }
+    }
+
+    /// Starts the server (again) on the same port and files; returns once it answers.
+    pub fn resume(&mut self) {
+        let d = self.dir.path();
+        let log = std::fs::File::create(d.join(format!("server-{}.log", self.port))).unwrap();
+        let mut child = crate::ChildGuard::new(
+            std::process::Command::new("mariadbd")
+                .arg("--no-defaults")
+                .arg(format!("--datadir={}", d.join("data").display()))
+                .arg(format!("--port={}", self.port))
+                .arg("--bind-address=127.0.0.1")
+                .arg(format!("--socket={}", d.join("sock").display()))
+                .arg(format!("--pid-file={}", d.join("pid").display()))
+                .args(["--user=root", "--innodb-buffer-pool-size=64M"])
+                .stdout(std::process::Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap(),
+        );
+        crate::wait_for_port(self.port, &mut child);
+        self.server = Some(child);
+    }
+}
+
+impl Drop for PrivateMariaDb {
+    fn drop(&mut self) {
+        self.pause();
+    }
+}

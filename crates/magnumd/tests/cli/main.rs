@@ -6,6 +6,7 @@
 mod client;
 mod cloud;
 mod crash;
+mod faults;
 mod fuzz;
 mod horizon;
 mod https;

@@ -275,6 +275,16 @@ pub(crate) struct Listener {
 
 impl Listener {
     pub(crate) fn start(url: &str, exchange: &str, topic: &str) -> Self {
+        Self::start_with(url, exchange, topic, &[])
+    }
+
+    /// As [`Listener::start`], with oslo.config options as `OS_<GROUP>__<OPTION>` variables.
+    pub(crate) fn start_with(
+        url: &str,
+        exchange: &str,
+        topic: &str,
+        envs: &[(&str, &str)],
+    ) -> Self {
         let support = crate::client::repo_root().join("test-support/oslo");
         let out = Command::new("bash")
             .arg(support.join("setup-venv.sh"))
@@ -291,6 +301,7 @@ impl Listener {
                 .arg(support.join("peer.py"))
                 .args(["listen", url, exchange, topic])
                 .env("PYTHONPATH", support.join("stub"))
+                .envs(envs.iter().copied())
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
