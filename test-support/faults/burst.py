@@ -6,7 +6,8 @@ creates, resizes and deletes to a Magnum for a given time, and records every ans
 CLOUD is a clouds.yaml entry (OS_CLIENT_CONFIG_FILE). Each step is one request: a create
 (name PREFIX-<n>, one worker), or a resize of an earlier accepted cluster to two workers, or
 the delete of an earlier accepted cluster, in a fixed rotation. Prints one JSON line per
-request: {"t": seconds since start, "op", "cluster", "status", "latency", "detail"}; status 0
+request: {"t": seconds since start, "op", "cluster", "name" (of a create), "status",
+"latency", "detail"}; status 0
 is a request that got no answer within the client's 10 s timeout. A failed step is recorded
 and the burst goes on, as a retrying automation would.
 """
@@ -63,14 +64,17 @@ def main(cloud, template, seconds, prefix):
         except Exception as e:  # the request got no answer (timeout, refused)
             status, detail = 0, "%s: %s" % (type(e).__name__, str(e)[:200])
         latency = time.time() - t0
-        if op == "create" and 200 <= status < 300:
-            cluster = r.json().get("uuid")
-            accepted.append(cluster)
+        name = None
+        if op == "create":
+            name = body["name"]
+            if 200 <= status < 300:
+                cluster = r.json().get("uuid")
+                accepted.append(cluster)
         elif op == "resize" and 200 <= status < 300:
             resized.add(cluster)
         elif op == "delete" and 200 <= status < 300:
             deleted.add(cluster)
-        say(t=round(t0 - start, 3), op=op, cluster=cluster, status=status,
+        say(t=round(t0 - start, 3), op=op, cluster=cluster, name=name, status=status,
             latency=round(latency, 3), detail=detail)
         time.sleep(0.25)
 

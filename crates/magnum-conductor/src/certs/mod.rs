@@ -23,7 +23,7 @@ use crate::x509::KeyPairPem;
 pub use barbican::BarbicanStore;
 pub use keys::{KeyError, decrypt_private_key, encrypt_private_key, generate_passphrase};
 pub use local::LocalStore;
-pub use pki::{CaType, ClusterCertRefs, ClusterPki};
+pub use pki::{CaType, ClusterCertRefs, ClusterPki, PartialCerts};
 pub use x509keypair::X509KeyPairStore;
 
 /// One stored certificate, exactly as a backend keeps it (upstream's `Cert`).

@@ -48,6 +48,14 @@ impl CaType {
     }
 }
 
+/// A failed generation: its error, and the references still stored because their removal
+/// failed too.
+#[derive(Debug)]
+pub struct PartialCerts {
+    pub error: Error,
+    pub left: ClusterCertRefs,
+}
+
 /// The four certificate references kept on a cluster row. Any may be null: clusters made
 /// before etcd and front-proxy CAs existed have neither.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -146,9 +154,37 @@ impl ClusterPki {
     /// Generates and stores the Kubernetes, etcd and front-proxy CAs (each `CN=<issuer>`)
     /// and the admin client certificate (`CN=admin, O=system:masters`, signed by the
     /// Kubernetes CA), each key under its own random passphrase. On any failure nothing
-    /// stays stored (upstream leaked what it had stored so far).
+    /// stays stored (upstream leaked what it had stored so far), unless the store went away
+    /// in between: what could not be removed is logged (see [`Self::generate_or_partial`]).
     pub async fn generate(&self, ctx: &RequestContext, issuer: &str) -> Result<ClusterCertRefs> {
-        let generated = self.generate_pairs(issuer).await?;
+        self.generate_or_partial(ctx, issuer).await.map_err(|p| {
+            for (_, r) in p
+                .left
+                .all()
+                .into_iter()
+                .filter_map(|(f, r)| r.map(|r| (f, r)))
+            {
+                tracing::error!(issuer, reference = r, "certificate left in its store");
+            }
+            p.error
+        })
+    }
+
+    /// As [`Self::generate`], but a failure also returns what stayed stored because its
+    /// removal failed too (the store went away mid-way), so the caller can keep those
+    /// references and remove them once the store is back.
+    pub async fn generate_or_partial(
+        &self,
+        ctx: &RequestContext,
+        issuer: &str,
+    ) -> std::result::Result<ClusterCertRefs, PartialCerts> {
+        let generated = self
+            .generate_pairs(issuer)
+            .await
+            .map_err(|error| PartialCerts {
+                error,
+                left: ClusterCertRefs::default(),
+            })?;
         let mut stored: Vec<String> = Vec::with_capacity(4);
         for cert in [
             &generated.k8s_ca,
@@ -158,17 +194,29 @@ impl ClusterPki {
         ] {
             match self.store.store(ctx, issuer, cert).await {
                 Ok(r) => stored.push(r),
-                Err(e) => {
+                Err(error) => {
                     tracing::warn!(
                         issuer,
-                        error = %e,
+                        error = %error,
                         "storing cluster certificates failed; removing the {} already stored",
                         stored.len()
                     );
-                    for r in &stored {
-                        self.delete_one(ctx, "partial", r).await;
+                    let mut left: [Option<String>; 4] = Default::default();
+                    for (i, r) in stored.iter().enumerate() {
+                        if self.delete_one(ctx, "partial", r).await.is_err() {
+                            left[i] = Some(r.clone());
+                        }
                     }
-                    return Err(e);
+                    let [ca, etcd, proxy, admin] = left;
+                    return Err(PartialCerts {
+                        error,
+                        left: ClusterCertRefs {
+                            ca_cert_ref: ca,
+                            etcd_ca_cert_ref: etcd,
+                            front_proxy_ca_cert_ref: proxy,
+                            magnum_cert_ref: admin,
+                        },
+                    });
                 }
             }
         }
@@ -280,19 +328,40 @@ impl ClusterPki {
     pub async fn delete(&self, ctx: &RequestContext, refs: &ClusterCertRefs) {
         for (field, reference) in refs.all() {
             if let Some(r) = reference.filter(|r| !r.is_empty()) {
-                self.delete_one(ctx, field, r).await;
+                let _ = self.delete_one(ctx, field, r).await;
             }
         }
     }
 
-    async fn delete_one(&self, ctx: &RequestContext, field: &str, reference: &str) {
+    /// As [`delete`](Self::delete), but a store that is away (Barbican down) is an error, so a
+    /// cluster's delete can wait for it instead of leaving its certificates behind for good.
+    pub async fn delete_all(&self, ctx: &RequestContext, refs: &ClusterCertRefs) -> Result<()> {
+        let mut away = None;
+        for (field, reference) in refs.all() {
+            if let Some(r) = reference.filter(|r| !r.is_empty())
+                && let Err(e) = self.delete_one(ctx, field, r).await
+            {
+                away = Some(e);
+            }
+        }
+        away.map_or(Ok(()), Err)
+    }
+
+    /// Deletes one certificate; only an unreachable store is returned (anything else is
+    /// logged: retrying would not help).
+    async fn delete_one(&self, ctx: &RequestContext, field: &str, reference: &str) -> Result<()> {
         match self.store.delete(ctx, reference).await {
             Ok(()) => tracing::debug!(field, reference, "deleted certificate"),
             Err(Error::X509KeyPairNotFound { .. }) => {
                 tracing::info!(field, reference, "certificate already gone")
             }
+            Err(e) if e.kind() == magnum_core::ErrorKind::Unavailable => {
+                tracing::warn!(field, reference, error = %e, "certificate store away");
+                return Err(e);
+            }
             Err(e) => tracing::warn!(field, reference, error = %e, "could not delete certificate"),
         }
+        Ok(())
     }
 }
 
@@ -584,6 +653,8 @@ mod tests {
         inner: Arc<dyn CertStore>,
         calls: AtomicUsize,
         fail_at: usize,
+        /// Deletes fail too once the store failed (it went away).
+        away_after_failure: bool,
     }
 
     #[async_trait]
@@ -603,8 +674,41 @@ mod tests {
             self.inner.get(ctx, reference).await
         }
         async fn delete(&self, ctx: &RequestContext, reference: &str) -> Result<()> {
+            if self.away_after_failure && self.calls.load(Ordering::SeqCst) >= self.fail_at {
+                return Err(Error::ServiceUnavailable {
+                    message: "injected: the store is away".into(),
+                });
+            }
             self.inner.delete(ctx, reference).await
         }
+    }
+
+    #[tokio::test]
+    async fn a_store_gone_mid_way_hands_back_what_it_could_not_remove() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Arc::new(FailingStore {
+            inner: Arc::new(LocalStore::new(tmp.path())),
+            calls: AtomicUsize::new(0),
+            fail_at: 4,
+            away_after_failure: true,
+        });
+        let pki = ClusterPki::new(store.clone(), X509Options::default());
+        let partial = pki.generate_or_partial(&ctx(), "c").await.unwrap_err();
+        let left = partial.left.clone();
+        // The three CAs stored before the admin certificate failed: kept, in their fields.
+        assert!(left.ca_cert_ref.is_some() && left.etcd_ca_cert_ref.is_some());
+        assert!(left.front_proxy_ca_cert_ref.is_some() && left.magnum_cert_ref.is_none());
+        assert!(
+            std::fs::read_dir(tmp.path()).unwrap().count() > 0,
+            "the three stay stored"
+        );
+        // Once the store is back, removing them leaves nothing.
+        let back = ClusterPki::new(
+            Arc::new(LocalStore::new(tmp.path())),
+            X509Options::default(),
+        );
+        back.delete_all(&ctx(), &left).await.unwrap();
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
     }
 
     #[tokio::test]
@@ -620,6 +724,7 @@ mod tests {
                 inner,
                 calls: AtomicUsize::new(0),
                 fail_at: 4,
+                away_after_failure: false,
             });
             let pki = ClusterPki::new(store.clone(), X509Options::default());
             let e = pki.generate(&ctx(), "c").await.unwrap_err();

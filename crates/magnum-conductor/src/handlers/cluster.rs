@@ -2,7 +2,7 @@
 
 use magnum_core::lifecycle::ClusterOp;
 use magnum_core::status::ClusterStatus as S;
-use magnum_core::{Error, RequestContext, Result};
+use magnum_core::{Error, ErrorKind, RequestContext, Result};
 use magnum_db::repo::cluster::Cluster;
 use magnum_db::repo::nodegroup::NodeGroup;
 use magnum_rpc::{ClusterResize, ClusterUpdate, ClusterUpgrade};
@@ -67,6 +67,17 @@ pub(crate) async fn create(inner: &Inner, ctx: &RequestContext, uuid: &str) -> R
         Ok(()) => Ok(()),
         // Another conductor moved this create on meanwhile (both resumed it): it is theirs.
         Err(Error::StaleWrite { .. }) => Ok(()),
+        // A service the create needs (Barbican, the database) is away: the create waits and
+        // the sweep resumes it, within create_timeout, instead of failing a create the user
+        // was told was accepted. Its reason says what it waits for.
+        Err(e) if e.kind() == ErrorKind::Unavailable => {
+            tracing::warn!(cluster = %uuid, "cluster create waits: {e}");
+            if let Ok((waiting, _)) = inner.load(ctx, uuid).await {
+                let reason = format!("Waiting for a service to return: {e}");
+                let _ = save_cluster(inner, &waiting, |m| m.status_reason = Some(reason)).await;
+            }
+            Err(e)
+        }
         Err(e) => {
             fail(
                 inner,
@@ -90,10 +101,27 @@ async fn drive_create(
 ) -> Result<()> {
     if !has_all_certs(&cluster) {
         let certs_ctx = cert_ctx(&cluster);
-        let refs = inner
+        // What an earlier attempt could not remove (its store was away) goes first.
+        let earlier = ClusterCertRefs::from_cluster(&cluster);
+        if earlier != ClusterCertRefs::default() {
+            inner.pki.delete_all(&certs_ctx, &earlier).await?;
+            cluster =
+                save_cluster(inner, &cluster, |m| ClusterCertRefs::default().apply_to(m)).await?;
+        }
+        let refs = match inner
             .pki
-            .generate(&certs_ctx, &ClusterPki::issuer_name(&cluster))
-            .await?;
+            .generate_or_partial(&certs_ctx, &ClusterPki::issuer_name(&cluster))
+            .await
+        {
+            Ok(refs) => refs,
+            Err(partial) => {
+                // Kept on the row, so the next attempt or the delete removes them.
+                if partial.left != ClusterCertRefs::default() {
+                    let _ = save_cluster(inner, &cluster, |m| partial.left.apply_to(m)).await;
+                }
+                return Err(partial.error);
+            }
+        };
         match save_cluster(inner, &cluster, |m| refs.apply_to(m)).await {
             Ok(saved) => cluster = saved,
             Err(e) => {
@@ -388,6 +416,15 @@ pub(crate) async fn finish_delete(
 ) -> Result<()> {
     let uuid = cluster.uuid.clone().unwrap_or_default();
     let expected = cluster.status.as_deref().unwrap_or_default();
+    // The certificates first: with their store away the cluster stays DELETE_IN_PROGRESS,
+    // saying why, and the sweep finishes the delete once the store is back (removing the rows
+    // first left the certificates behind for good).
+    let refs = ClusterCertRefs::from_cluster(cluster);
+    if let Err(e) = inner.pki.delete_all(&cert_ctx(cluster), &refs).await {
+        let reason = format!("Waiting for a service to return: {e}");
+        let _ = save_cluster(inner, cluster, |m| m.status_reason = Some(reason)).await;
+        return Err(e);
+    }
     if !inner
         .db
         .clusters()
@@ -401,10 +438,6 @@ pub(crate) async fn finish_delete(
     let admin = RequestContext::admin_all_tenants();
     inner
         .notify(&admin, Action::Delete, Outcome::Success, &gone, ngs)
-        .await;
-    inner
-        .pki
-        .delete(&cert_ctx(cluster), &ClusterCertRefs::from_cluster(cluster))
         .await;
     if let (Some(os), Some(user)) = (inner.credentials.get(), cluster.user_id.as_deref())
         && let Err(e) = magnum_openstack::credentials::revoke(os, user, &uuid).await

@@ -91,14 +91,159 @@ fn at(start: Instant, t: u64) {
     }
 }
 
+/// One answer the burst recorded.
 #[derive(Debug, Clone)]
-struct Answer {
-    t: f64,
-    op: String,
-    cluster: Option<String>,
-    status: u16,
-    latency: f64,
-    detail: String,
+pub(crate) struct Answer {
+    pub(crate) t: f64,
+    pub(crate) op: String,
+    pub(crate) cluster: Option<String>,
+    /// The name a create asked for.
+    pub(crate) name: Option<String>,
+    pub(crate) status: u16,
+    pub(crate) latency: f64,
+    pub(crate) detail: String,
+}
+
+/// test-support/faults/burst.py running in the background (openstacksdk from `venv`, the
+/// `demo-member` entry of `clouds`), its answers in `<dir>/burst.jsonl`.
+pub(crate) struct Burst {
+    child: ChildGuard,
+    out: std::path::PathBuf,
+    stderr: std::path::PathBuf,
+}
+
+impl Burst {
+    pub(crate) fn start(
+        venv: &str,
+        clouds: &str,
+        template: &str,
+        seconds: u64,
+        dir: &Path,
+    ) -> Self {
+        let out = dir.join("burst.jsonl");
+        let stderr = dir.join("burst.stderr");
+        let child = ChildGuard::new(
+            Command::new(format!("{venv}/bin/python"))
+                .arg(repo_root().join("test-support/faults/burst.py"))
+                .args(["demo-member", template, &seconds.to_string()])
+                .arg(format!("burst-{}", magnum_testkit::tag()))
+                .env_clear()
+                .env("PATH", std::env::var("PATH").unwrap_or_default())
+                .env(
+                    "HOME",
+                    std::env::var("HOME").unwrap_or_else(|_| "/tmp".into()),
+                )
+                .env("OS_CLIENT_CONFIG_FILE", clouds)
+                .env("PYTHONWARNINGS", "ignore")
+                .stdout(std::fs::File::create(&out).unwrap())
+                .stderr(std::fs::File::create(&stderr).unwrap())
+                .spawn()
+                .unwrap(),
+        );
+        Self { child, out, stderr }
+    }
+
+    /// Waits for the burst's end; its answers.
+    pub(crate) fn finish(mut self) -> Vec<Answer> {
+        let status = self.child.wait().unwrap();
+        assert!(
+            status.success(),
+            "burst: {}",
+            std::fs::read_to_string(&self.stderr).unwrap_or_default()
+        );
+        std::fs::read_to_string(&self.out)
+            .unwrap()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|v| Answer {
+                t: v["t"].as_f64().unwrap_or_default(),
+                op: v["op"].as_str().unwrap_or_default().to_owned(),
+                cluster: v["cluster"].as_str().map(str::to_owned),
+                name: v["name"].as_str().map(str::to_owned),
+                status: u16::try_from(v["status"].as_u64().unwrap_or_default()).unwrap_or(0),
+                latency: v["latency"].as_f64().unwrap_or_default(),
+                detail: v["detail"].as_str().unwrap_or_default().to_owned(),
+            })
+            .collect()
+    }
+}
+
+/// Every answer is a success, a clear 503 within 2 s, or a refusal of the cluster's state.
+pub(crate) fn assert_clear(answers: &[Answer]) {
+    let unclear: Vec<&Answer> = answers
+        .iter()
+        .filter(|a| {
+            let ok = (200..300).contains(&a.status);
+            let unavailable = a.status == 503 && a.latency < 2.0;
+            let state = matches!(a.status, 400 | 409) && a.op != "create";
+            !(ok || unavailable || state)
+        })
+        .collect();
+    assert!(
+        unclear.is_empty(),
+        "{} unclear answers, the first: {:#?}",
+        unclear.len(),
+        &unclear[..unclear.len().min(5)]
+    );
+}
+
+/// Waits (2 min at most) until every accepted create completed, every accepted resize shows
+/// two workers and every accepted delete is gone; returns the created and deleted clusters.
+pub(crate) fn assert_carried_out(
+    port: u16,
+    token: &str,
+    answers: &[Answer],
+) -> (Vec<String>, HashSet<String>) {
+    let ok_of = |op: &str| -> Vec<String> {
+        answers
+            .iter()
+            .filter(|a| a.op == op && (200..300).contains(&a.status))
+            .filter_map(|a| a.cluster.clone())
+            .collect()
+    };
+    let created = ok_of("create");
+    let resized: HashSet<String> = ok_of("resize").into_iter().collect();
+    let deleted: HashSet<String> = ok_of("delete").into_iter().collect();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let mut pending = Vec::new();
+        for uuid in &created {
+            let (code, c) = http(
+                port,
+                Some(token),
+                "GET",
+                &format!("/v1/clusters/{uuid}"),
+                None,
+            );
+            let done = if deleted.contains(uuid) {
+                code == 404
+            } else {
+                assert_eq!(code, 200, "{uuid}: {c}");
+                let s = c["status"].as_str().unwrap_or_default();
+                assert!(!s.ends_with("_FAILED"), "{uuid}: {c}");
+                let count_ok = !resized.contains(uuid) || c["node_count"] == 2;
+                s.ends_with("_COMPLETE") && count_ok
+            };
+            if !done {
+                pending.push(uuid.clone());
+            }
+        }
+        if pending.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not carried out within 2 min of the burst: {pending:?}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    eprintln!(
+        "faults: {} creates, {} resizes, {} deletes accepted; all carried out",
+        created.len(),
+        resized.len(),
+        deleted.len()
+    );
+    (created, deleted)
 }
 
 #[test]
@@ -227,23 +372,12 @@ fn a_burst_survives_database_conductor_keystone_and_broker_faults() {
     );
 
     // The burst, in the background.
-    let burst_out = w.join("burst.jsonl");
-    let mut burst = ChildGuard::new(
-        Command::new(format!("{}/bin/python", env["MAGNUM_TEST_VENV"]))
-            .arg(repo_root().join("test-support/faults/burst.py"))
-            .args(["demo-member", &template, &BURST.to_string(), "burst"])
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env(
-                "HOME",
-                std::env::var("HOME").unwrap_or_else(|_| "/tmp".into()),
-            )
-            .env("OS_CLIENT_CONFIG_FILE", &env["OS_CLIENT_CONFIG_FILE"])
-            .env("PYTHONWARNINGS", "ignore")
-            .stdout(std::fs::File::create(&burst_out).unwrap())
-            .stderr(std::fs::File::create(w.join("burst.stderr")).unwrap())
-            .spawn()
-            .unwrap(),
+    let burst = Burst::start(
+        &env["MAGNUM_TEST_VENV"],
+        &env["OS_CLIENT_CONFIG_FILE"],
+        &template,
+        BURST,
+        w,
     );
     let start = Instant::now();
     let mut windows: Vec<(&str, f64, f64)> = Vec::new();
@@ -303,25 +437,7 @@ fn a_burst_survives_database_conductor_keystone_and_broker_faults() {
     rabbitmqctl(&["start_app"]);
     windows.push(("RabbitMQ restarted", t0, since(Instant::now())));
 
-    let status = burst.wait().unwrap();
-    assert!(
-        status.success(),
-        "burst: {}",
-        std::fs::read_to_string(w.join("burst.stderr")).unwrap_or_default()
-    );
-    let answers: Vec<Answer> = std::fs::read_to_string(&burst_out)
-        .unwrap()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(|v| Answer {
-            t: v["t"].as_f64().unwrap_or_default(),
-            op: v["op"].as_str().unwrap_or_default().to_owned(),
-            cluster: v["cluster"].as_str().map(str::to_owned),
-            status: u16::try_from(v["status"].as_u64().unwrap_or_default()).unwrap_or(0),
-            latency: v["latency"].as_f64().unwrap_or_default(),
-            detail: v["detail"].as_str().unwrap_or_default().to_owned(),
-        })
-        .collect();
+    let answers = burst.finish();
 
     // What each request got, per phase.
     let phase_of = |t: f64| {
@@ -343,22 +459,7 @@ fn a_burst_survives_database_conductor_keystone_and_broker_faults() {
     for ((phase, op, status), n) in &table {
         eprintln!("faults:   {phase:<22} {op:<7} {status} x{n}");
     }
-    // Every answer is a success, a clear 503 within 2 s, or a refusal of the cluster's state.
-    let unclear: Vec<&Answer> = answers
-        .iter()
-        .filter(|a| {
-            let ok = (200..300).contains(&a.status);
-            let unavailable = a.status == 503 && a.latency < 2.0;
-            let state = matches!(a.status, 400 | 409) && a.op != "create";
-            !(ok || unavailable || state)
-        })
-        .collect();
-    assert!(
-        unclear.is_empty(),
-        "{} unclear answers, the first: {:#?}",
-        unclear.len(),
-        &unclear[..unclear.len().min(5)]
-    );
+    assert_clear(&answers);
     let slowest_503 = answers
         .iter()
         .filter(|a| a.status == 503)
@@ -372,63 +473,12 @@ fn a_burst_survives_database_conductor_keystone_and_broker_faults() {
     }
 
     // Every 2xx was carried out, and nothing stays in progress.
-    let created: Vec<&str> = answers
-        .iter()
-        .filter(|a| a.op == "create" && (200..300).contains(&a.status))
-        .filter_map(|a| a.cluster.as_deref())
-        .collect();
-    let ok_of = |op: &str| -> HashSet<&str> {
-        answers
-            .iter()
-            .filter(|a| a.op == op && (200..300).contains(&a.status))
-            .filter_map(|a| a.cluster.as_deref())
-            .collect()
-    };
-    let (resized, deleted) = (ok_of("resize"), ok_of("delete"));
+    let token = cli.token("demo-member");
+    let (created, deleted) = assert_carried_out(api_port, &token, &answers);
     assert!(
         created.len() >= 20,
         "only {} creates accepted",
         created.len()
-    );
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let token = cli.token("demo-member");
-    loop {
-        let mut pending = Vec::new();
-        for uuid in &created {
-            let (code, c) = http(
-                api_port,
-                Some(&token),
-                "GET",
-                &format!("/v1/clusters/{uuid}"),
-                None,
-            );
-            let done = if deleted.contains(uuid) {
-                code == 404
-            } else {
-                assert_eq!(code, 200, "{uuid}: {c}");
-                let s = c["status"].as_str().unwrap_or_default();
-                assert!(!s.ends_with("_FAILED"), "{uuid}: {c}");
-                let count_ok = !resized.contains(uuid) || c["node_count"] == 2;
-                s.ends_with("_COMPLETE") && count_ok
-            };
-            if !done {
-                pending.push(*uuid);
-            }
-        }
-        if pending.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not carried out within 2 min of the burst: {pending:?}"
-        );
-        std::thread::sleep(Duration::from_secs(1));
-    }
-    eprintln!(
-        "faults: {} creates, {} resizes, {} deletes accepted; all carried out",
-        created.len(),
-        resized.len(),
-        deleted.len()
     );
 
     // Every notification arrived once: no message twice, one outcome per operation.
@@ -449,6 +499,7 @@ fn a_burst_survives_database_conductor_keystone_and_broker_faults() {
         }
     }
     for uuid in &created {
+        let uuid = &uuid.as_str();
         let n = outcomes
             .get(&((*uuid).to_owned(), "magnum.cluster.create".to_owned()))
             .copied()
@@ -456,6 +507,7 @@ fn a_burst_survives_database_conductor_keystone_and_broker_faults() {
         assert_eq!(n, 1, "{uuid}: {n} create outcomes");
     }
     for uuid in &deleted {
+        let uuid = &uuid.as_str();
         let n = outcomes
             .get(&((*uuid).to_owned(), "magnum.cluster.delete".to_owned()))
             .copied()
