@@ -209,42 +209,81 @@ async fn handled<T>(
     .await
 }
 
+/// How long a cast whose handler met the database away is tried again.
+const CAST_RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// A cast (nobody waits for its answer): when its handler meets the database away, it is
+/// handled again once the database answers, for up to [`CAST_RETRY_FOR`], so a request the
+/// API accepted is not dropped by an outage (upstream dropped it). Each attempt re-reads
+/// everything and checks the state machine again.
+async fn cast<F, Fut>(
+    inner: &Inner,
+    method: &'static str,
+    ctx: &RequestContext,
+    cluster: String,
+    work: F,
+) -> Result<()>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let deadline = std::time::Instant::now() + CAST_RETRY_FOR;
+    loop {
+        let out = handled(method, ctx, cluster.clone(), work()).await;
+        if !matches!(out, Err(magnum_core::Error::DatabaseUnavailable(_)))
+            || std::time::Instant::now() >= deadline
+        {
+            return out;
+        }
+        tracing::warn!(method, cluster = %cluster, "the database is away; handled again once it answers");
+        // At least a pause, then until the database's watch sees it again.
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        while inner.db.reachable().is_err() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+    }
+}
+
 /// The RPC surface: each method is one handler on the shared state.
 #[async_trait]
 impl ConductorApi for Conductor {
     async fn cluster_create(&self, ctx: &RequestContext, req: ClusterCreate) -> Result<()> {
-        handled(
+        cast(
+            &self.inner,
             "cluster_create",
             ctx,
             req.cluster_uuid.clone(),
-            handlers::cluster::create(&self.inner, ctx, &req.cluster_uuid),
+            || handlers::cluster::create(&self.inner, ctx, &req.cluster_uuid),
         )
         .await
     }
     async fn cluster_update(&self, ctx: &RequestContext, req: ClusterUpdate) -> Result<()> {
-        handled(
+        cast(
+            &self.inner,
             "cluster_update",
             ctx,
             req.cluster_uuid.clone(),
-            handlers::cluster::update(&self.inner, ctx, req),
+            || handlers::cluster::update(&self.inner, ctx, req.clone()),
         )
         .await
     }
     async fn cluster_delete(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
-        handled(
+        cast(
+            &self.inner,
             "cluster_delete",
             ctx,
             req.cluster_uuid.clone(),
-            handlers::cluster::delete(&self.inner, ctx, &req.cluster_uuid),
+            || handlers::cluster::delete(&self.inner, ctx, &req.cluster_uuid),
         )
         .await
     }
     async fn cluster_resize(&self, ctx: &RequestContext, req: ClusterResize) -> Result<()> {
-        handled(
+        cast(
+            &self.inner,
             "cluster_resize",
             ctx,
             req.cluster_uuid.clone(),
-            handlers::cluster::resize(&self.inner, ctx, req),
+            || handlers::cluster::resize(&self.inner, ctx, req.clone()),
         )
         .await
     }
@@ -258,29 +297,32 @@ impl ConductorApi for Conductor {
         .await
     }
     async fn nodegroup_create(&self, ctx: &RequestContext, req: NodegroupRef) -> Result<()> {
-        handled(
+        cast(
+            &self.inner,
             "nodegroup_create",
             ctx,
             req.cluster_uuid.clone(),
-            handlers::nodegroup::create(&self.inner, ctx, req),
+            || handlers::nodegroup::create(&self.inner, ctx, req.clone()),
         )
         .await
     }
     async fn nodegroup_update(&self, ctx: &RequestContext, req: NodegroupUpdate) -> Result<()> {
-        handled(
+        cast(
+            &self.inner,
             "nodegroup_update",
             ctx,
             req.cluster_uuid.clone(),
-            handlers::nodegroup::update(&self.inner, ctx, req),
+            || handlers::nodegroup::update(&self.inner, ctx, req.clone()),
         )
         .await
     }
     async fn nodegroup_delete(&self, ctx: &RequestContext, req: NodegroupRef) -> Result<()> {
-        handled(
+        cast(
+            &self.inner,
             "nodegroup_delete",
             ctx,
             req.cluster_uuid.clone(),
-            handlers::nodegroup::delete(&self.inner, ctx, req),
+            || handlers::nodegroup::delete(&self.inner, ctx, req.clone()),
         )
         .await
     }

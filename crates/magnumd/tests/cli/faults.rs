@@ -225,7 +225,15 @@ pub(crate) fn assert_carried_out(
                 s.ends_with("_COMPLETE") && count_ok
             };
             if !done {
-                pending.push(uuid.clone());
+                let requests: Vec<String> = answers
+                    .iter()
+                    .filter(|a| a.cluster.as_deref() == Some(uuid.as_str()))
+                    .map(|a| format!("{} at {:.1} s: {}", a.op, a.t, a.status))
+                    .collect();
+                pending.push(format!(
+                    "{uuid} ({} {} node_count {}; asked {requests:?})",
+                    c["status"], c["status_reason"], c["node_count"]
+                ));
             }
         }
         if pending.is_empty() {
