@@ -5,6 +5,7 @@
 //! persists it with guarded writes, so the "you must save" contract that drivers forgot
 //! cannot be forgotten here. One instance per driver lives for the whole process.
 
+pub mod capi;
 mod metered;
 pub mod simulated;
 
