@@ -213,9 +213,10 @@ async fn handled<T>(
 const CAST_RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// A cast (nobody waits for its answer): when its handler meets the database away, it is
-/// handled again once the database answers, for up to [`CAST_RETRY_FOR`], so a request the
-/// API accepted is not dropped by an outage (upstream dropped it). Each attempt re-reads
-/// everything and checks the state machine again.
+/// handled again once the database answers, for up to [`CAST_RETRY_FOR`], and when another
+/// conductor's write beat its own, it is handled again at once (five times at most), so a
+/// request the API accepted is not dropped by an outage or a race (upstream dropped both).
+/// Each attempt re-reads everything and checks the state machine again.
 async fn cast<F, Fut>(
     inner: &Inner,
     method: &'static str,
@@ -227,13 +228,23 @@ where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<()>>,
 {
+    use magnum_core::Error;
     let deadline = std::time::Instant::now() + CAST_RETRY_FOR;
+    let mut raced = 0u64;
     loop {
         let out = handled(method, ctx, cluster.clone(), work()).await;
-        if !matches!(out, Err(magnum_core::Error::DatabaseUnavailable(_)))
-            || std::time::Instant::now() >= deadline
-        {
-            return out;
+        match out {
+            // Another conductor changed the cluster between this handler's read and its
+            // guarded write (a resize completing as a delete arrives): read again and decide
+            // again, instead of dropping a request the user was told was accepted.
+            Err(Error::StaleWrite { .. }) if raced < 5 => {
+                raced += 1;
+                tracing::info!(method, cluster = %cluster, "the cluster changed meanwhile; handled again");
+                tokio::time::sleep(std::time::Duration::from_millis(100 * raced)).await;
+                continue;
+            }
+            Err(Error::DatabaseUnavailable(_)) if std::time::Instant::now() < deadline => {}
+            other => return other,
         }
         tracing::warn!(method, cluster = %cluster, "the database is away; handled again once it answers");
         // At least a pause, then until the database's watch sees it again.
