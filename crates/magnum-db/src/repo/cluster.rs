@@ -276,12 +276,35 @@ impl ClusterRepo<'_> {
             .await
     }
 
-    /// Every cluster (all projects) whose status is one of `statuses`, oldest first: the
-    /// conductor's sweep reads them in one statement.
-    pub async fn with_status(&self, statuses: &[&str]) -> Result<Vec<Cluster>> {
+    /// The uuids of the clusters in `statuses` (one light query: a sweep decides which it
+    /// owns before it decodes any whole row).
+    pub async fn uuids_with_status(&self, statuses: &[&str]) -> Result<Vec<String>> {
+        use sea_orm::{QueryOrder, QuerySelect};
+        let rows: Vec<Option<String>> = cluster::Entity::find()
+            .select_only()
+            .column(cluster::Column::Uuid)
+            .filter(cluster::Column::Status.is_in(statuses.iter().copied()))
+            .order_by_asc(cluster::Column::Id)
+            .into_tuple()
+            .all(self.db.conn())
+            .await
+            .map_err(crate::errors::map_db_err)?;
+        Ok(rows.into_iter().flatten().collect())
+    }
+
+    /// The clusters among `uuids` still in `statuses`, in one query.
+    pub async fn with_status_among(
+        &self,
+        statuses: &[&str],
+        uuids: &[String],
+    ) -> Result<Vec<Cluster>> {
         use sea_orm::QueryOrder;
+        if uuids.is_empty() {
+            return Ok(Vec::new());
+        }
         let q = cluster::Entity::find()
             .filter(cluster::Column::Status.is_in(statuses.iter().copied()))
+            .filter(cluster::Column::Uuid.is_in(uuids.iter().map(String::as_str)))
             .order_by_asc(cluster::Column::Id);
         fetch_all(self.db.conn(), q).await
     }
