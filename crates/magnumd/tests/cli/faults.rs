@@ -273,6 +273,8 @@ fn a_burst_survives_database_conductor_keystone_and_broker_faults() {
     let (_keystone, env) = crate::client::start_keystone(w, api_port);
     let ks_dir = w.join("keystone");
     let tag = magnum_testkit::tag();
+    // Declared before the processes, so it runs after they are gone (their queues with them).
+    let _restore = BrokerRestore(tag.clone());
     let db_url = mariadb.database("magnum");
     let conf = w.join("magnum.conf");
     std::fs::write(
@@ -348,7 +350,6 @@ fn a_burst_survives_database_conductor_keystone_and_broker_faults() {
     let template = t["uuid"].as_str().unwrap().to_owned();
 
     // The broker's firehose into a file, and a Python notification listener.
-    let _restore = BrokerRestore(tag.clone());
     rabbitmqctl(&["trace_on"]);
     let traffic = w.join("rabbit-traffic.jsonl");
     let mut tap = ChildGuard::new(
