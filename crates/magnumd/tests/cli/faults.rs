@@ -23,16 +23,6 @@ use magnum_testkit::{ChildGuard, Children};
 /// Seconds the burst runs; the faults happen inside it.
 const BURST: u64 = 100;
 
-fn rabbitmqctl(args: &[&str]) {
-    let st = Command::new("rabbitmqctl")
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(st.success(), "rabbitmqctl {args:?}");
-}
-
 /// Puts the broker and its firehose back as they were, whatever happened, and removes this
 /// run's durable queues (named after its tag), which would outlive it.
 struct BrokerRestore(String);
@@ -350,7 +340,7 @@ fn a_burst_survives_database_conductor_keystone_and_broker_faults() {
     let template = t["uuid"].as_str().unwrap().to_owned();
 
     // The broker's firehose into a file, and a Python notification listener.
-    rabbitmqctl(&["trace_on"]);
+    crate::rabbit::rabbitmqctl(&["trace_on"]);
     let traffic = w.join("rabbit-traffic.jsonl");
     let mut tap = ChildGuard::new(
         Command::new(oslo_python())
@@ -436,14 +426,14 @@ fn a_burst_survives_database_conductor_keystone_and_broker_faults() {
     at(start, 70);
     drop(tap.stdin.take());
     let _ = tap.wait();
-    rabbitmqctl(&["trace_off"]);
+    crate::rabbit::rabbitmqctl(&["trace_off"]);
 
     // RabbitMQ restarted (5 s away).
     at(start, 72);
     let t0 = since(Instant::now());
-    rabbitmqctl(&["stop_app"]);
+    crate::rabbit::rabbitmqctl(&["stop_app"]);
     std::thread::sleep(Duration::from_secs(5));
-    rabbitmqctl(&["start_app"]);
+    crate::rabbit::rabbitmqctl(&["start_app"]);
     windows.push(("RabbitMQ restarted", t0, since(Instant::now())));
 
     let answers = burst.finish();

@@ -126,103 +126,106 @@ fn wait_members(logs: &[(String, PathBuf)], n: usize, since: DateTime<Utc>, limi
     }
 }
 
-fn seed(db_url: &str, count: usize) -> Vec<String> {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let settings = magnum_db::DbSettings::new(magnum_db::DbUrl::parse(db_url).unwrap());
-        let db = magnum_db::Database::connect(settings).await.unwrap();
-        let template = db
-            .cluster_templates()
-            .create(ClusterTemplate {
-                name: Some("partition".into()),
-                project_id: Some("p".into()),
-                user_id: Some("u".into()),
-                coe: Some("kubernetes".into()),
-                image_id: Some("ubuntu".into()),
-                driver: Some("simulated".into()),
-                ..ClusterTemplate::default()
-            })
-            .await
+/// The test's own handle on the conductors' database: one runtime and one connection for the
+/// seeding and the polls.
+struct Rows {
+    rt: tokio::runtime::Runtime,
+    db: magnum_db::Database,
+}
+
+impl Rows {
+    fn open(db_url: &str) -> Self {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let db = rt
+            .block_on(magnum_db::Database::connect(magnum_testkit::db::settings(
+                db_url,
+            )))
             .unwrap();
-        let mut uuids = Vec::with_capacity(count);
-        let mut batch = Vec::new();
-        for i in 0..count {
-            let db = db.clone();
-            let template = template.uuid.clone();
-            batch.push(tokio::spawn(async move {
-                let uuid = uuid_of(i);
-                db.clusters()
-                    .create(Cluster {
-                        uuid: Some(uuid.clone()),
-                        name: Some(format!("p{i}")),
-                        project_id: Some("p".into()),
-                        user_id: Some("u".into()),
-                        cluster_template_id: template,
-                        stack_id: Some(format!("sim-{uuid}")),
-                        status: Some("CREATE_IN_PROGRESS".into()),
-                        // Held in progress until the test lets them complete.
-                        labels: Some(r#"{"simulated_hang": "create"}"#.into()),
-                        ..Cluster::default()
-                    })
-                    .await
-                    .unwrap();
-                uuid
-            }));
-            if batch.len() == 32 {
-                for t in batch.drain(..) {
-                    uuids.push(t.await.unwrap());
+        Self { rt, db }
+    }
+
+    /// `count` clusters of the simulated driver held in CREATE_IN_PROGRESS; their uuids.
+    fn seed(&self, count: usize) -> Vec<String> {
+        let db = &self.db;
+        self.rt.block_on(async {
+            let template = db
+                .cluster_templates()
+                .create(ClusterTemplate {
+                    name: Some("partition".into()),
+                    project_id: Some("p".into()),
+                    user_id: Some("u".into()),
+                    coe: Some("kubernetes".into()),
+                    image_id: Some("ubuntu".into()),
+                    driver: Some("simulated".into()),
+                    ..ClusterTemplate::default()
+                })
+                .await
+                .unwrap();
+            let mut uuids = Vec::with_capacity(count);
+            let mut batch = Vec::new();
+            for i in 0..count {
+                let db = db.clone();
+                let template = template.uuid.clone();
+                batch.push(tokio::spawn(async move {
+                    let uuid = uuid_of(i);
+                    db.clusters()
+                        .create(Cluster {
+                            uuid: Some(uuid.clone()),
+                            name: Some(format!("p{i}")),
+                            project_id: Some("p".into()),
+                            user_id: Some("u".into()),
+                            cluster_template_id: template,
+                            stack_id: Some(format!("sim-{uuid}")),
+                            status: Some("CREATE_IN_PROGRESS".into()),
+                            // Held in progress until the test lets them complete.
+                            labels: Some(r#"{"simulated_hang": "create"}"#.into()),
+                            ..Cluster::default()
+                        })
+                        .await
+                        .unwrap();
+                    uuid
+                }));
+                if batch.len() == 32 {
+                    for t in batch.drain(..) {
+                        uuids.push(t.await.unwrap());
+                    }
                 }
             }
-        }
-        for t in batch {
-            uuids.push(t.await.unwrap());
-        }
-        uuids
-    })
+            for t in batch {
+                uuids.push(t.await.unwrap());
+            }
+            uuids
+        })
+    }
+
+    /// Lets every hung create complete at its next poll.
+    fn release(&self) {
+        use sea_orm::{EntityTrait, sea_query::Expr};
+        let update = magnum_db::entity::cluster::Entity::update_many()
+            .col_expr(
+                magnum_db::entity::cluster::Column::Labels,
+                Expr::value("{}"),
+            )
+            .exec(self.db.conn());
+        self.rt.block_on(update).unwrap();
+    }
+
+    fn completed(&self) -> i64 {
+        let (clusters, _) = self.rt.block_on(self.db.status_counts()).unwrap();
+        clusters
+            .iter()
+            .find(|(s, _)| s == "CREATE_COMPLETE")
+            .map_or(0, |(_, n)| *n)
+    }
 }
 
 fn uuid_of(i: usize) -> String {
     format!("5a1e0000-0000-4000-8000-{i:012}")
 }
 
-/// Lets every hung create complete at its next poll.
-fn release(db_url: &str) {
-    use sea_orm::{EntityTrait, sea_query::Expr};
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let settings = magnum_db::DbSettings::new(magnum_db::DbUrl::parse(db_url).unwrap());
-        let db = magnum_db::Database::connect(settings).await.unwrap();
-        magnum_db::entity::cluster::Entity::update_many()
-            .col_expr(
-                magnum_db::entity::cluster::Column::Labels,
-                Expr::value("{}"),
-            )
-            .exec(db.conn())
-            .await
-            .unwrap();
-    });
-}
-
-fn completed(db_url: &str) -> i64 {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let settings = magnum_db::DbSettings::new(magnum_db::DbUrl::parse(db_url).unwrap());
-        let db = magnum_db::Database::connect(settings).await.unwrap();
-        let (clusters, _) = db.status_counts().await.unwrap();
-        clusters
-            .iter()
-            .find(|(s, _)| s == "CREATE_COMPLETE")
-            .map_or(0, |(_, n)| *n)
-    })
-}
-
 #[test]
 fn three_conductors_share_3000_clusters_and_take_over_a_dead_ones_share() {
-    let rabbit = std::env::var("MAGNUM_TEST_RABBIT_URL")
-        .ok()
-        .filter(|v| !v.is_empty());
-    let Some(rabbit) = rabbit else {
-        magnum_testkit::skip("needs MAGNUM_TEST_RABBIT_URL");
+    let Some(rabbit) = magnum_testkit::env_or_skip("MAGNUM_TEST_RABBIT_URL") else {
         return;
     };
     let Some(db) = ServerDb::create_blocking(Server::MariaDb, "magnum_cli") else {
@@ -254,7 +257,8 @@ fn three_conductors_share_3000_clusters_and_take_over_a_dead_ones_share() {
             .success()
     );
     let started = Instant::now();
-    let uuids = seed(&db.url(), CLUSTERS);
+    let rows = Rows::open(&db.url());
+    let uuids = rows.seed(CLUSTERS);
     eprintln!(
         "partition: {CLUSTERS} CREATE_IN_PROGRESS clusters seeded in {:.1} s",
         started.elapsed().as_secs_f64()
@@ -369,14 +373,14 @@ fn three_conductors_share_3000_clusters_and_take_over_a_dead_ones_share() {
     );
 
     // 4. Every cluster completes once, and its completion is notified exactly once.
-    release(&db.url());
+    rows.release();
     let released = Instant::now();
     let deadline = Instant::now() + Duration::from_secs(120);
-    while completed(&db.url()) < CLUSTERS as i64 {
+    while rows.completed() < CLUSTERS as i64 {
         assert!(
             Instant::now() < deadline,
             "{} of {CLUSTERS} clusters completed",
-            completed(&db.url())
+            rows.completed()
         );
         std::thread::sleep(Duration::from_millis(500));
     }
@@ -416,16 +420,6 @@ fn three_conductors_share_3000_clusters_and_take_over_a_dead_ones_share() {
     );
 }
 
-fn rabbitmqctl(args: &[&str]) {
-    let st = Command::new("rabbitmqctl")
-        .args(args)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(st.success(), "rabbitmqctl {args:?}");
-}
-
 /// Starts the broker again when the test ends, whatever happened.
 struct BrokerBack;
 
@@ -450,11 +444,7 @@ fn stored(dir: &Path) -> usize {
 #[test]
 fn notifications_wait_for_the_broker_on_disk_and_survive_a_sigkill() {
     const N: usize = 200;
-    let rabbit = std::env::var("MAGNUM_TEST_RABBIT_URL")
-        .ok()
-        .filter(|v| !v.is_empty());
-    let Some(rabbit) = rabbit else {
-        magnum_testkit::skip("needs MAGNUM_TEST_RABBIT_URL");
+    let Some(rabbit) = magnum_testkit::env_or_skip("MAGNUM_TEST_RABBIT_URL") else {
         return;
     };
     let Some(db) = ServerDb::create_blocking(Server::MariaDb, "magnum_cli") else {
@@ -489,7 +479,8 @@ fn notifications_wait_for_the_broker_on_disk_and_survive_a_sigkill() {
             .status
             .success()
     );
-    let uuids = seed(&db.url(), N);
+    let rows = Rows::open(&db.url());
+    let uuids = rows.seed(N);
     let listener = crate::rabbit::Listener::start(
         &rabbit,
         &format!("magnum_{tag}"),
@@ -506,15 +497,15 @@ fn notifications_wait_for_the_broker_on_disk_and_survive_a_sigkill() {
 
     // The broker goes away; the clusters complete meanwhile: their events wait on disk.
     let _back = BrokerBack;
-    rabbitmqctl(&["stop_app"]);
-    release(&db.url());
+    crate::rabbit::rabbitmqctl(&["stop_app"]);
+    rows.release();
     let outbox = state.join("notifications").join(&host);
     let deadline = Instant::now() + Duration::from_secs(60);
-    while completed(&db.url()) < N as i64 || stored(&outbox) < N {
+    while rows.completed() < N as i64 || stored(&outbox) < N {
         assert!(
             Instant::now() < deadline,
             "{} completed, {} stored",
-            completed(&db.url()),
+            rows.completed(),
             stored(&outbox)
         );
         std::thread::sleep(Duration::from_millis(300));
@@ -523,7 +514,7 @@ fn notifications_wait_for_the_broker_on_disk_and_survive_a_sigkill() {
     // Their conductor dies before the broker returns.
     procs.stop(first);
     assert_eq!(stored(&outbox), N, "nothing may be lost by the kill");
-    rabbitmqctl(&["start_app"]);
+    crate::rabbit::rabbitmqctl(&["start_app"]);
     let back = Instant::now();
     spawn(&mut procs, 2);
     let deadline = Instant::now() + Duration::from_secs(90);

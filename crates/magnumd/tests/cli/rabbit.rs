@@ -23,7 +23,7 @@ fn magnumd(conf: &[&Path], sub: &str) -> Command {
     cmd
 }
 
-fn rabbitmqctl(args: &[&str]) {
+pub(crate) fn rabbitmqctl(args: &[&str]) {
     let st = Command::new("rabbitmqctl")
         .args(args)
         .stdout(Stdio::null())
