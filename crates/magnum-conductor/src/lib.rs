@@ -1,6 +1,7 @@
 //! The conductor: RPC handlers, the status sync and heartbeat, certificate stores, the
 //! notifier and the cluster drivers.
 
+mod capi_source;
 pub mod certs;
 pub mod driver;
 mod handlers;

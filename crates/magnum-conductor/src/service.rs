@@ -15,6 +15,7 @@ use magnum_rpc::{
 use tokio::sync::mpsc;
 
 use crate::certs::{ClusterPki, store_from_config};
+use crate::driver::capi::CapiDriver;
 use crate::driver::{Driver, DriverRegistry, SimulatedDriver, StatusWaker};
 use crate::handlers;
 use crate::notify::Notifier;
@@ -64,6 +65,9 @@ fn outbox_dir(cfg: &Config) -> Option<std::path::PathBuf> {
 #[derive(Clone)]
 pub struct Conductor {
     pub(crate) inner: Arc<Inner>,
+    /// The Cluster API driver (one connection behind all its names), started with the
+    /// workers so its watches wake the status sync from the start.
+    capi: Option<Arc<CapiDriver>>,
 }
 
 impl Conductor {
@@ -81,7 +85,14 @@ impl Conductor {
         openstack: Option<Arc<magnum_openstack::OpenStack>>,
     ) -> Result<Self> {
         let simulated = Arc::new(SimulatedDriver::new(&cfg.simulated_driver));
-        let drivers: Vec<Arc<dyn Driver>> = vec![simulated.clone()];
+        let mut drivers: Vec<Arc<dyn Driver>> = vec![simulated.clone()];
+        let capi = cfg
+            .cluster_api
+            .enabled
+            .then(|| CapiDriver::all(&cfg.cluster_api));
+        for d in capi.iter().flatten() {
+            drivers.push(d.clone());
+        }
         let registry = DriverRegistry::new(
             drivers,
             &cfg.drivers.disabled_drivers,
@@ -103,6 +114,16 @@ impl Conductor {
             ConductorSettings::from_config(cfg),
         );
         simulated.set_waker(c.waker());
+        let mut c = c;
+        if let Some(first) = capi.as_ref().and_then(|all| all.first()) {
+            // All names share one connection, waker and source.
+            first.set_waker(c.waker());
+            first.set_source(Arc::new(crate::capi_source::ConductorSource {
+                inner: c.inner.clone(),
+                capi_client: cfg.capi_client.clone(),
+            }));
+            c.capi = Some(first.clone());
+        }
         if let Some(os) = credentials {
             let _ = c.inner.credentials.set(os);
         }
@@ -118,6 +139,7 @@ impl Conductor {
     ) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         Self {
+            capi: None,
             inner: Arc::new(Inner {
                 db,
                 drivers,
@@ -146,6 +168,13 @@ impl Conductor {
     /// previous run left in progress). Call once: a second call starts only a heartbeat.
     pub fn spawn_workers(&self) -> Workers {
         let mut workers = Workers::new();
+        if let Some(capi) = self.capi.clone() {
+            tokio::spawn(async move {
+                if let Err(e) = capi.start().await {
+                    tracing::warn!(error = %e, "Cluster API driver: management cluster not reached yet");
+                }
+            });
+        }
         workers.start(crate::heartbeat::Heartbeat(self.inner.clone()));
         let rx = self.inner.wake_rx.lock().ok().and_then(|mut g| g.take());
         if let Some(rx) = rx {

@@ -163,15 +163,42 @@ pub(crate) async fn sweep(c: &Arc<Inner>, permits: &Arc<Semaphore>) -> Result<Me
 pub(crate) async fn sync_one(inner: &Inner, uuid: &str) -> Result<()> {
     let admin = RequestContext::admin_all_tenants();
     let (cluster, ngs) = inner.load(&admin, uuid).await?;
-    if !cluster
-        .status
-        .as_deref()
-        .is_some_and(|s| IN_PROGRESS.contains(&s))
-    {
+    let status = cluster.status.clone().unwrap_or_default();
+    if IN_PROGRESS.contains(&status.as_str()) {
+        let driver = inner.driver_for(&cluster).await;
+        return process(inner, cluster, ngs, driver).await;
+    }
+    if RECOVERABLE.contains(&status.as_str()) {
+        return recover(inner, cluster, ngs).await;
+    }
+    Ok(())
+}
+
+/// Failures the backend may still get over: a create past its timeout, an update that
+/// failed on the way. When the driver wakes the sync for one and its objects have since
+/// converged, the cluster becomes complete again (Cluster API keeps reconciling after
+/// Magnum gave up; upstream left such clusters failed for good).
+const RECOVERABLE: [&str; 2] = ["CREATE_FAILED", "UPDATE_FAILED"];
+
+async fn recover(inner: &Inner, cluster: Cluster, ngs: Vec<NodeGroup>) -> Result<()> {
+    let driver = inner.driver_for(&cluster).await?;
+    let uuid = cluster.uuid.clone().unwrap_or_default();
+    let lock = inner.lock_for(&uuid);
+    let _held = lock.lock().await;
+    let (seen, seen_ngs) = (
+        crate::handlers::dc(&cluster),
+        magnum_db::model::nodegroups(&ngs),
+    );
+    let report = match tokio::time::timeout(POLL_TIMEOUT, driver.poll_status(&seen, &seen_ngs)).await {
+        Ok(r) => r?,
+        Err(_) => return Ok(()),
+    };
+    let complete = matches!(report.status, Some(S::CreateComplete | S::UpdateComplete));
+    if !complete {
         return Ok(());
     }
-    let driver = inner.driver_for(&cluster).await;
-    process(inner, cluster, ngs, driver).await
+    tracing::info!(cluster = %uuid, "the backend converged after the failure: cluster recovered");
+    apply(inner, cluster, ngs, report).await
 }
 
 fn timed_out(cluster: &Cluster, now: chrono::NaiveDateTime) -> Option<i32> {

@@ -287,6 +287,21 @@ impl ClusterPki {
         Ok(self.fetch_ca(ctx, refs, ca).await?.certificate)
     }
 
+    /// The chosen CA with its decrypted key, for drivers that hand Magnum's CAs to the
+    /// cluster's control plane (the Cluster API driver's CA Secrets).
+    pub async fn ca_pair(
+        &self,
+        ctx: &RequestContext,
+        refs: &ClusterCertRefs,
+        ca: CaType,
+    ) -> Result<KeyPairPem> {
+        let stored = self.fetch_ca(ctx, refs, ca).await?;
+        // PBKDF2 key decryption is CPU work: off the async threads.
+        tokio::task::spawn_blocking(move || stored.open())
+            .await
+            .map_err(|e| Error::Internal(format!("key decryption task failed: {e}")))?
+    }
+
     /// Signs `csr_pem` with the chosen CA under the `[x509]` policy and returns the
     /// certificate PEM.
     pub async fn sign(

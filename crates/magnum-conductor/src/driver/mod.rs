@@ -225,8 +225,14 @@ impl DriverRegistry {
     /// checks that only resolve templates, such as `magnumd status upgrade check`).
     pub fn from_config(cfg: &magnum_core::config::Config) -> Self {
         let simulated: Arc<dyn Driver> = Arc::new(SimulatedDriver::new(&cfg.simulated_driver));
+        let mut drivers = vec![simulated];
+        if cfg.cluster_api.enabled {
+            for d in capi::CapiDriver::all(&cfg.cluster_api) {
+                drivers.push(d);
+            }
+        }
         Self::new(
-            vec![simulated],
+            drivers,
             &cfg.drivers.disabled_drivers,
             &cfg.drivers.enabled_beta_drivers,
         )

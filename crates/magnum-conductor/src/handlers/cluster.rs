@@ -317,6 +317,7 @@ pub(crate) async fn upgrade(
         .await;
     // Claim the cluster first, so a second request is refused while the driver works.
     let previous = cluster.status.clone();
+    let previous_reason = cluster.status_reason.clone();
     let claimed = save_cluster(inner, &cluster, |m| {
         m.status = status(S::UpdateInProgress);
         m.status_reason = None;
@@ -345,9 +346,15 @@ pub(crate) async fn upgrade(
             .await?;
             Ok(())
         }
-        Err(e @ Error::NotSupported { .. }) => {
-            // A refusal changes nothing: give the cluster its status back.
-            let restored = save_cluster(inner, &claimed, |m| m.status = previous).await;
+        // A refusal (not supported, or a validation such as a skipped minor version) is
+        // made before anything changed: the cluster gets its status and reason back, so an
+        // UPDATE_FAILED cluster can be retried and a COMPLETE one stays usable.
+        Err(e @ (Error::NotSupported { .. } | Error::InvalidParameterValue { .. })) => {
+            let restored = save_cluster(inner, &claimed, |m| {
+                m.status = previous;
+                m.status_reason = previous_reason;
+            })
+            .await;
             let shown = restored.as_ref().unwrap_or(&cluster);
             inner
                 .notify(ctx, Action::Update, Outcome::Failure, shown, &ngs)

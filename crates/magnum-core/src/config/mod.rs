@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 pub use sample::sample;
 pub use secret::{Secret, redact_url};
 pub use sections::{
-    ApiSection, AuditSection, AutoScalingSection, CapiClientSection, CertificatesSection,
+    ApiSection, AuditSection, AutoScalingSection, CapiClientSection, CertificatesSection, ClusterApiSection,
     CinderSection, ClientSection, ClusterSection, ClusterTemplateSection, ConductorSection,
     DatabaseSection, DefaultSection, DockerRegistrySection, DockerSection, DriversSection,
     KeystoneAuthSection, KeystoneAuthtokenSection, KubernetesSection, ManilaClientSection,
@@ -179,6 +179,8 @@ config_sections! {
     /// Prometheus metrics.
     metrics: MetricsSection = "metrics",
     /// How Cluster API workload clusters reach OpenStack.
+    /// The Cluster API driver's management cluster.
+    cluster_api: ClusterApiSection = "cluster_api",
     capi_client: CapiClientSection = "capi_client",
     /// The cluster autoscaler of Cluster API clusters.
     auto_scaling: AutoScalingSection = "auto_scaling",

@@ -719,6 +719,32 @@ section! {
 }
 
 section! {
+    /// `[cluster_api]`: the Cluster API driver's management cluster (magnum-rs only).
+    pub struct ClusterApiSection {
+        /// Register the Cluster API driver (`k8s_capi`, and the magnum-cluster-api names so
+        /// their clusters keep working).
+        enabled: bool = false;
+        /// kubeconfig of the management cluster; empty: the in-cluster service account when
+        /// running in Kubernetes, else `$KUBECONFIG` or `~/.kube/config`.
+        kubeconfig: String = String::new();
+        /// kubeconfig context; empty: its current context.
+        context: String = String::new();
+        /// Namespace of every cluster's objects (magnum-cluster-api's).
+        namespace: String = "magnum-system".into();
+        /// Seconds a management-cluster request may take.
+        request_timeout: u32 = 30, opt().min(1);
+        /// Folder of addon manifests applied to every workload cluster through a
+        /// ClusterResourceSet: `cni/<network_driver>.yaml`, `cloud-provider.yaml`,
+        /// `csi-cinder.yaml` (each used when present); empty: no addons.
+        addons_path: String = String::new();
+        /// Kubernetes version of clusters whose labels set no `kube_tag`.
+        default_kube_tag: String = "v1.33.1".into();
+        /// Network drivers (template `network_driver`) the driver can install.
+        allowed_network_drivers: Vec<String> = strings(&["calico", "cilium"]);
+    }
+}
+
+section! {
     /// `[auto_scaling]`: the cluster autoscaler of Cluster API clusters.
     pub struct AutoScalingSection {
         /// Image repository of the cluster autoscaler.

@@ -1,3 +1,770 @@
-//! The Cluster API driver's parts (drivers.md §4.7). Not registered as a driver yet: so far
-//! the status engine, a pure function tested on its own, which the watches will feed.
+//! The Cluster API driver: Magnum clusters as CAPI Cluster topologies on a management
+//! cluster (drivers.md §4), status from watches instead of polls, failures and timeouts that
+//! end in `*_FAILED` with the root cause.
+//!
+//! Every mutating operation renders the cluster's whole desired state (`render`) and applies
+//! it with server-side apply, so it is idempotent; clusters made by magnum-cluster-api (same
+//! namespace, names and labels, another ClusterClass) are changed with a guarded JSON patch
+//! of their topology instead, leaving their class and variables as they are.
+
+pub mod kube;
+pub mod render;
 pub mod status;
+mod watch;
+
+use std::sync::{Arc, OnceLock};
+
+use async_trait::async_trait;
+use magnum_core::config::ClusterApiSection;
+use magnum_core::model::{Cluster, ClusterTemplate, Nodegroup as NodeGroup, NodegroupRole};
+use magnum_core::status::ClusterStatus as S;
+use magnum_core::{Error, RequestContext, Result};
+use serde_json::{Value, json};
+use tokio::sync::OnceCell;
+
+use self::kube::{Kind, Management};
+use self::render::{Addons, Cas, CloudConfig, Inputs, CAPI_CLUSTER_LABEL, CLASS, UUID_LABEL};
+use self::status::{Operation, Snapshot};
+use super::{ClusterChanges, Driver, NodegroupReport, Provides, StatusReport, StatusWaker};
+
+/// The driver's own name, and magnum-cluster-api's entry points (drivers.md §2), so the
+/// clusters and templates of an upstream database keep working after the switch.
+pub const NAME: &str = "k8s_capi";
+const MCAPI_NAMES: [(&str, &str); 5] = [
+    ("k8s_cluster_api_ubuntu", "ubuntu"),
+    ("k8s_cluster_api_ubuntu_focal", "ubuntu-focal"),
+    ("k8s_cluster_api_debian", "debian"),
+    ("k8s_cluster_api_flatcar", "flatcar"),
+    ("k8s_cluster_api_rockylinux", "rockylinux"),
+];
+
+/// What the driver asks the conductor for: the rows it renders from, and the cluster's CAs
+/// and cloud credentials (none of which travel in RPC messages).
+#[async_trait]
+pub trait Source: Send + Sync {
+    async fn template(&self, cluster: &Cluster) -> Result<ClusterTemplate>;
+    async fn nodegroups(&self, cluster: &Cluster) -> Result<Vec<NodeGroup>>;
+    async fn cas(&self, ctx: &RequestContext, cluster: &Cluster) -> Result<Cas>;
+    /// The clouds.yaml of the cluster's OpenStack components; `None` without a cloud.
+    async fn cloud(&self, cluster: &Cluster) -> Result<Option<CloudConfig>>;
+}
+
+/// One driver instance per registered name, sharing one management-cluster connection.
+pub struct CapiDriver {
+    name: String,
+    provides: Vec<Provides>,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    cfg: ClusterApiSection,
+    mgmt: OnceCell<Management>,
+    watch: OnceCell<watch::Cache>,
+    source: OnceLock<Arc<dyn Source>>,
+    waker: OnceLock<Arc<dyn StatusWaker>>,
+}
+
+impl CapiDriver {
+    /// The driver under its own name and magnum-cluster-api's, one connection for all.
+    pub fn all(cfg: &ClusterApiSection) -> Vec<Arc<CapiDriver>> {
+        let shared = Arc::new(Shared {
+            cfg: cfg.clone(),
+            mgmt: OnceCell::new(),
+            watch: OnceCell::new(),
+            source: OnceLock::new(),
+            waker: OnceLock::new(),
+        });
+        let provides = |os: &str| Provides {
+            server_type: "vm".into(),
+            os: os.into(),
+            coe: "kubernetes".into(),
+        };
+        let mut v = vec![Arc::new(CapiDriver {
+            name: NAME.into(),
+            provides: vec![provides("capi")],
+            shared: shared.clone(),
+        })];
+        for (name, os) in MCAPI_NAMES {
+            v.push(Arc::new(CapiDriver {
+                name: name.into(),
+                provides: vec![provides(os)],
+                shared: shared.clone(),
+            }));
+        }
+        v
+    }
+
+    /// Set once by the conductor before it starts its workers.
+    pub fn set_source(&self, source: Arc<dyn Source>) {
+        let _ = self.shared.source.set(source);
+    }
+
+    pub fn set_waker(&self, waker: Arc<dyn StatusWaker>) {
+        let _ = self.shared.waker.set(waker);
+    }
+
+    fn source(&self) -> Result<&Arc<dyn Source>> {
+        self.shared
+            .source
+            .get()
+            .ok_or_else(|| Error::Internal("the Cluster API driver was not given its source".into()))
+    }
+
+    async fn mgmt(&self) -> Result<&Management> {
+        self.shared
+            .mgmt
+            .get_or_try_init(|| Management::connect(&self.shared.cfg))
+            .await
+            .map_err(Error::from)
+    }
+
+    /// The watch cache, started on first use (and by [`CapiDriver::start`] at boot).
+    async fn cache(&self) -> Result<&watch::Cache> {
+        let mgmt = self.mgmt().await?.clone();
+        let waker = self.shared.waker.get().cloned();
+        Ok(self
+            .shared
+            .watch
+            .get_or_init(|| async move { watch::Cache::start(&mgmt, waker) })
+            .await)
+    }
+
+    /// Connects and starts the watches, so changes wake the status sync from the start.
+    pub async fn start(&self) -> Result<()> {
+        self.cache().await.map(drop)
+    }
+
+    async fn addons(&self, template: &ClusterTemplate) -> Addons {
+        let dir = self.shared.cfg.addons_path.trim();
+        if dir.is_empty() {
+            return Addons::default();
+        }
+        let driver = template.network_driver.clone().unwrap_or_else(|| "calico".into());
+        let mut out = Addons::default();
+        for file in [
+            format!("cni/{driver}.yaml"),
+            "cloud-provider.yaml".into(),
+            "csi-cinder.yaml".into(),
+        ] {
+            let path = std::path::Path::new(dir).join(&file);
+            if let Ok(text) = tokio::fs::read_to_string(&path).await {
+                out.manifests.push((file.replace('/', "-"), text));
+            }
+        }
+        out
+    }
+
+    /// Validation before anything changes (create, update, upgrade).
+    fn validate(&self, cluster: &Cluster, template: &ClusterTemplate, ngs: &[NodeGroup]) -> Result<()> {
+        let driver = template.network_driver.clone().unwrap_or_else(|| "calico".into());
+        let allowed = &self.shared.cfg.allowed_network_drivers;
+        if !allowed.iter().any(|d| *d == driver) {
+            return Err(Error::InvalidParameterValue {
+                message: format!(
+                    "Network driver {driver} is not supported by the Cluster API driver (supported: {}).",
+                    allowed.join(", ")
+                ),
+            });
+        }
+        let masters: i32 = ngs
+            .iter()
+            .filter(|n| n.role == NodegroupRole::Master)
+            .map(|n| n.node_count)
+            .sum();
+        if masters < 1 || masters % 2 == 0 {
+            return Err(Error::InvalidParameterValue {
+                message: format!("Master node count must be an odd number of at least 1 (asked for {masters})."),
+            });
+        }
+        let version = render::effective(cluster, template, "kube_tag")
+            .unwrap_or_else(|| self.shared.cfg.default_kube_tag.clone());
+        if parse_version(&version).is_none() {
+            return Err(Error::InvalidParameterValue {
+                message: format!("Label kube_tag={version} is not a Kubernetes version (vMAJOR.MINOR.PATCH)."),
+            });
+        }
+        Ok(())
+    }
+
+    async fn inputs_parts(
+        &self,
+        ctx: &RequestContext,
+        cluster: &Cluster,
+        template: &ClusterTemplate,
+        with_secrets: bool,
+    ) -> Result<(Option<CloudConfig>, Option<Cas>, Addons)> {
+        if !with_secrets {
+            return Ok((None, None, Addons::default()));
+        }
+        let source = self.source()?;
+        let cloud = source.cloud(cluster).await?;
+        let cas = source.cas(ctx, cluster).await?;
+        Ok((cloud, Some(cas), self.addons(template).await))
+    }
+
+    /// Renders and applies the cluster: the Secrets and addons too when `with_secrets`
+    /// (create), else the Cluster alone (its spec is all an operation changes).
+    async fn apply_cluster(
+        &self,
+        ctx: &RequestContext,
+        cluster: &Cluster,
+        template: &ClusterTemplate,
+        ngs: &[NodeGroup],
+        stack_id: &str,
+        with_secrets: bool,
+    ) -> Result<()> {
+        let mgmt = self.mgmt().await?;
+        let (cloud, cas, addons) = self.inputs_parts(ctx, cluster, template, with_secrets).await?;
+        let inputs = Inputs {
+            cluster,
+            template,
+            nodegroups: ngs,
+            stack_id,
+            namespace: mgmt.namespace(),
+            default_kube_tag: &self.shared.cfg.default_kube_tag,
+            cloud: cloud.as_ref(),
+            cas: cas.as_ref(),
+            addons: &addons,
+        };
+        if with_secrets {
+            for obj in render::cluster_class(mgmt.namespace()) {
+                mgmt.apply(&obj).await?;
+            }
+            for obj in render::render(&inputs) {
+                mgmt.apply(&obj).await?;
+            }
+        } else {
+            mgmt.apply(&render::cluster(&inputs)).await?;
+        }
+        Ok(())
+    }
+
+    /// The live Cluster, when it was made by another driver (magnum-cluster-api): then
+    /// operations patch its topology instead of rendering ours over it.
+    async fn adopted(&self, stack_id: &str) -> Result<Option<Value>> {
+        let live = self.mgmt().await?.get(Kind::Cluster, stack_id).await?;
+        Ok(live.filter(|c| class_of(c).is_some_and(|class| class != CLASS)))
+    }
+
+    /// Changes a magnum-cluster-api Cluster's topology to the nodegroups: control-plane
+    /// replicas and the machineDeployments list, guarded by the resourceVersion read.
+    async fn patch_adopted(&self, live: &Value, ngs: &[NodeGroup]) -> Result<()> {
+        let mgmt = self.mgmt().await?;
+        let name = live["metadata"]["name"].as_str().unwrap_or_default();
+        let version = live["metadata"]["resourceVersion"].clone();
+        let existing: Vec<Value> = live["spec"]["topology"]["workers"]["machineDeployments"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let class = existing
+            .first()
+            .and_then(|m| m["class"].as_str())
+            .unwrap_or(render::WORKER_CLASS)
+            .to_owned();
+        let mut mds = Vec::new();
+        for ng in ngs.iter().filter(|n| n.role != NodegroupRole::Master && !deleting(n)) {
+            let mut md = existing
+                .iter()
+                .find(|m| m["name"] == ng.name.as_str())
+                .cloned()
+                .unwrap_or_else(|| json!({"class": class, "name": ng.name}));
+            md["replicas"] = json!(ng.node_count);
+            mds.push(md);
+        }
+        let masters: i32 = ngs
+            .iter()
+            .filter(|n| n.role == NodegroupRole::Master)
+            .map(|n| n.node_count)
+            .sum();
+        let patch = json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+            {"op": "replace", "path": "/spec/topology/controlPlane/replicas", "value": masters.max(1)},
+            {"op": "replace", "path": "/spec/topology/workers/machineDeployments", "value": mds},
+        ]);
+        let api = mgmt.api(Kind::Cluster);
+        let p: ::kube::api::Patch<Value> = ::kube::api::Patch::Json(
+            serde_json::from_value(patch).map_err(|e| Error::Internal(e.to_string()))?,
+        );
+        api.patch(name, &::kube::api::PatchParams::default(), &p)
+            .await
+            .map(drop)
+            .map_err(|e| match e {
+                ::kube::Error::Api(s) if s.code == 409 || s.code == 422 => Error::Conflict {
+                    message: format!("Cluster {name} changed meanwhile; try again ({})", s.message),
+                },
+                other => Error::ServiceUnavailable {
+                    message: format!("the management cluster cannot be reached: {other}"),
+                },
+            })
+    }
+
+    /// Re-renders (or patches an adopted) cluster with `ngs` as its nodegroups.
+    async fn reconcile(&self, ctx: &RequestContext, cluster: &Cluster, ngs: &[NodeGroup]) -> Result<()> {
+        let stack_id = stack_id_of(cluster)?;
+        if let Some(live) = self.adopted(stack_id).await? {
+            return self.patch_adopted(&live, ngs).await;
+        }
+        let template = self.source()?.template(cluster).await?;
+        self.apply_cluster(ctx, cluster, &template, ngs, stack_id, false).await
+    }
+
+    /// The cluster's nodegroups with `changed` in place of its stored row.
+    async fn nodegroups_with(&self, cluster: &Cluster, changed: &NodeGroup) -> Result<Vec<NodeGroup>> {
+        let mut ngs = self.source()?.nodegroups(cluster).await?;
+        match ngs.iter_mut().find(|n| n.uuid == changed.uuid) {
+            Some(n) => *n = changed.clone(),
+            None => ngs.push(changed.clone()),
+        }
+        Ok(ngs)
+    }
+
+    /// Marks the Machines whose server is in `servers` for removal first.
+    async fn mark_for_removal(&self, stack_id: &str, servers: &[String]) -> Result<()> {
+        if servers.is_empty() {
+            return Ok(());
+        }
+        let mgmt = self.mgmt().await?;
+        let machines = mgmt
+            .list(Kind::Machine, &format!("{CAPI_CLUSTER_LABEL}={stack_id}"))
+            .await?;
+        for m in machines {
+            let provider = m["spec"]["providerID"].as_str().unwrap_or_default();
+            let node = m["status"]["nodeRef"]["name"].as_str().unwrap_or_default();
+            let name = m["metadata"]["name"].as_str().unwrap_or_default();
+            let hit = servers.iter().any(|s| {
+                !s.is_empty() && (provider.ends_with(s.as_str()) || node == s || name == s)
+            });
+            if hit {
+                let patch = json!({"metadata": {"annotations": {render::DELETE_MACHINE: "yes"}}});
+                mgmt.merge(Kind::Machine, name, &patch).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn snapshot_report(&self, cluster: &Cluster, ngs: &[NodeGroup]) -> Result<StatusReport> {
+        let Some(status) = cluster.status else {
+            return Ok(StatusReport::default());
+        };
+        let op = match status {
+            S::CreateInProgress | S::CreateFailed => Operation::Create,
+            S::DeleteInProgress | S::DeleteFailed => Operation::Delete,
+            _ => Operation::Update,
+        };
+        let Some(stack_id) = cluster.stack_id.as_deref().filter(|s| !s.is_empty()) else {
+            if op == Operation::Delete {
+                return Ok(StatusReport {
+                    status: Some(S::DeleteComplete),
+                    ..StatusReport::default()
+                });
+            }
+            return Ok(StatusReport::default());
+        };
+        let cache = self.cache().await?;
+        let objects = cache.snapshot(stack_id).await?;
+        let snap = Snapshot {
+            cluster: objects.cluster.as_ref(),
+            control_plane: objects.control_plane.as_ref(),
+            machine_deployments: &objects.machine_deployments,
+            machines: &objects.machines,
+            openstack_cluster: objects.openstack_cluster.as_ref(),
+        };
+        let verdict = status::evaluate(op, &snap);
+        let mut report = StatusReport::default();
+        if Some(verdict.status) != cluster.status {
+            report.status = Some(verdict.status);
+        }
+        if verdict.reason != cluster.status_reason {
+            report.status_reason = Some(verdict.reason.clone());
+        }
+        if verdict.api_address.is_some() && verdict.api_address != cluster.api_address {
+            report.api_address = verdict.api_address.clone();
+        }
+        if verdict.coe_version.is_some() && verdict.coe_version != cluster.coe_version {
+            report.coe_version = verdict.coe_version.clone();
+        }
+        for ng in ngs {
+            let r = nodegroup_report(op, ng, &verdict, objects.cluster.is_some());
+            if let Some(r) = r {
+                report.nodegroups.push(r);
+            }
+        }
+        Ok(report)
+    }
+}
+
+fn deleting(ng: &NodeGroup) -> bool {
+    matches!(ng.status, Some(S::DeleteInProgress | S::DeleteComplete))
+}
+
+/// What changed for one nodegroup: workers from their MachineDeployment's verdict, the
+/// control plane with the cluster, a deleted worker when its MachineDeployment is gone.
+fn nodegroup_report(
+    op: Operation,
+    ng: &NodeGroup,
+    v: &status::Verdict,
+    cluster_exists: bool,
+) -> Option<NodegroupReport> {
+    let mut r = NodegroupReport {
+        uuid: ng.uuid.to_string(),
+        ..NodegroupReport::default()
+    };
+    let found = v.nodegroups.iter().find(|n| n.name == ng.name);
+    let (status, reason) = if ng.role == NodegroupRole::Master {
+        let s = match v.status {
+            s if s == S::DeleteComplete => return None,
+            s => s,
+        };
+        (s, v.reason.clone().filter(|_| s != complete_of(op)))
+    } else if deleting(ng) || op == Operation::Delete {
+        if found.is_none() || !cluster_exists {
+            if ng.is_default || op == Operation::Delete {
+                return None;
+            }
+            r.deleted = true;
+            return Some(r);
+        }
+        (S::DeleteInProgress, Some("Waiting for its MachineDeployment to go".into()))
+    } else {
+        match found {
+            Some(n) => (n.status, n.reason.clone()),
+            None if cluster_exists => (in_progress_of(op), Some("Waiting for its MachineDeployment to appear".into())),
+            None => return None,
+        }
+    };
+    if Some(status) == ng.status && reason == ng.status_reason {
+        return None;
+    }
+    r.status = Some(status);
+    r.status_reason = Some(reason);
+    Some(r)
+}
+
+fn complete_of(op: Operation) -> S {
+    match op {
+        Operation::Create => S::CreateComplete,
+        Operation::Update => S::UpdateComplete,
+        Operation::Delete => S::DeleteComplete,
+    }
+}
+
+fn in_progress_of(op: Operation) -> S {
+    match op {
+        Operation::Create => S::CreateInProgress,
+        Operation::Update => S::UpdateInProgress,
+        Operation::Delete => S::DeleteInProgress,
+    }
+}
+
+fn class_of(c: &Value) -> Option<&str> {
+    let t = &c["spec"]["topology"];
+    t["classRef"]["name"].as_str().or_else(|| t["class"].as_str())
+}
+
+fn stack_id_of(cluster: &Cluster) -> Result<&str> {
+    cluster
+        .stack_id
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| Error::Conflict {
+            message: format!("Cluster {} has no Cluster API cluster yet.", cluster.uuid),
+        })
+}
+
+/// `vMAJOR.MINOR.PATCH` (a `v` optional, a `-suffix` ignored).
+pub fn parse_version(v: &str) -> Option<(u32, u32, u32)> {
+    let v = v.trim().trim_start_matches('v');
+    let core = v.split(['-', '+']).next()?;
+    let mut parts = core.split('.').map(|p| p.parse::<u32>().ok());
+    let (major, minor, patch) = (parts.next()??, parts.next()??, parts.next().flatten().unwrap_or(0));
+    Some((major, minor, patch))
+}
+
+/// Whether `from` may become `to`: no downgrade, one minor at a time (CAPI's rule; its
+/// webhook refused only after mcapi had changed the status, #630).
+pub fn check_upgrade(from: &str, to: &str) -> Result<()> {
+    let (Some(f), Some(t)) = (parse_version(from), parse_version(to)) else {
+        return Err(Error::InvalidParameterValue {
+            message: format!("Cannot upgrade from {from} to {to}: not Kubernetes versions."),
+        });
+    };
+    if t < f {
+        return Err(Error::InvalidParameterValue {
+            message: format!("Cannot downgrade Kubernetes from {from} to {to}."),
+        });
+    }
+    if t.0 != f.0 || t.1 > f.1 + 1 {
+        return Err(Error::InvalidParameterValue {
+            message: format!(
+                "Cannot upgrade Kubernetes from {from} to {to}: upgrade one minor version at a time (to v{}.{}.x first).",
+                f.0,
+                f.1 + 1
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn random_stack_id() -> String {
+    const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut bytes = [0u8; 5];
+    let _ = getrandom::fill(&mut bytes);
+    let tail: String = bytes
+        .iter()
+        .map(|b| char::from(CHARS[usize::from(*b) % CHARS.len()]))
+        .collect();
+    format!("kube-{tail}")
+}
+
+#[async_trait]
+impl Driver for CapiDriver {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn provides(&self) -> Vec<Provides> {
+        self.provides.clone()
+    }
+
+    async fn create_cluster(
+        &self,
+        ctx: &RequestContext,
+        cluster: &Cluster,
+        nodegroups: &[NodeGroup],
+        _create_timeout: Option<i32>,
+    ) -> Result<ClusterChanges> {
+        let template = self.source()?.template(cluster).await?;
+        self.validate(cluster, &template, nodegroups)?;
+        let mgmt = self.mgmt().await?;
+        // A retried create keeps its name; a new one gets a fresh name nobody uses.
+        let stack_id = match cluster.stack_id.clone().filter(|s| !s.is_empty()) {
+            Some(s) => s,
+            None => {
+                let mut chosen = None;
+                for _ in 0..5 {
+                    let candidate = random_stack_id();
+                    if mgmt.get(Kind::Cluster, &candidate).await?.is_none() {
+                        chosen = Some(candidate);
+                        break;
+                    }
+                }
+                chosen.ok_or_else(|| Error::Conflict {
+                    message: "No free Cluster API cluster name was found.".into(),
+                })?
+            }
+        };
+        if let Err(e) = self
+            .apply_cluster(ctx, cluster, &template, nodegroups, &stack_id, true)
+            .await
+        {
+            // Nothing half-made stays behind a failed create.
+            self.remove_objects(cluster, Some(&stack_id)).await;
+            return Err(e);
+        }
+        Ok(ClusterChanges {
+            stack_id: Some(stack_id),
+            ..ClusterChanges::default()
+        })
+    }
+
+    async fn update_cluster(
+        &self,
+        ctx: &RequestContext,
+        cluster: &Cluster,
+        nodegroups: &[NodeGroup],
+        _rollback: bool,
+    ) -> Result<()> {
+        self.reconcile(ctx, cluster, nodegroups).await
+    }
+
+    async fn resize_cluster(
+        &self,
+        ctx: &RequestContext,
+        cluster: &Cluster,
+        nodegroup: &NodeGroup,
+        _node_count: i32,
+        nodes_to_remove: &[String],
+    ) -> Result<()> {
+        let stack_id = stack_id_of(cluster)?;
+        self.mark_for_removal(stack_id, nodes_to_remove).await?;
+        let ngs = self.nodegroups_with(cluster, nodegroup).await?;
+        self.reconcile(ctx, cluster, &ngs).await
+    }
+
+    async fn upgrade_cluster(
+        &self,
+        ctx: &RequestContext,
+        cluster: &Cluster,
+        template: &ClusterTemplate,
+        _max_batch_size: Option<i32>,
+        nodegroup: &NodeGroup,
+    ) -> Result<ClusterChanges> {
+        let stack_id = stack_id_of(cluster)?;
+        let current_template = self.source()?.template(cluster).await?;
+        let from = render::effective(cluster, &current_template, "kube_tag")
+            .or_else(|| cluster.coe_version.clone())
+            .unwrap_or_else(|| self.shared.cfg.default_kube_tag.clone());
+        let to = magnum_core::model::label(&template.labels, "kube_tag")
+            .unwrap_or_else(|| self.shared.cfg.default_kube_tag.clone());
+        check_upgrade(&from, &to)?;
+        if self.adopted(stack_id).await?.is_some() {
+            return Err(Error::NotSupported {
+                operation: "Upgrading a cluster made by magnum-cluster-api".into(),
+            });
+        }
+        if !nodegroup.is_default && parse_version(&to) != parse_version(&from) {
+            return Err(Error::NotSupported {
+                operation: "Upgrading one nodegroup to another Kubernetes version than the control plane's".into(),
+            });
+        }
+        let mut upgraded = cluster.clone();
+        upgraded.cluster_template_id = Some(template.uuid.clone());
+        upgraded.labels.insert("kube_tag".into(), json!(to));
+        let mut ngs = self.source()?.nodegroups(cluster).await?;
+        for ng in &mut ngs {
+            if template.image_id.is_some() {
+                ng.image_id = template.image_id.clone();
+            }
+        }
+        self.validate(&upgraded, template, &ngs)?;
+        self.apply_cluster(ctx, &upgraded, template, &ngs, stack_id, false)
+            .await?;
+        Ok(ClusterChanges {
+            cluster_template_id: Some(template.uuid.to_string()),
+            labels: Some(upgraded.labels),
+            ..ClusterChanges::default()
+        })
+    }
+
+    async fn delete_cluster(&self, _ctx: &RequestContext, cluster: &Cluster) -> Result<()> {
+        let mgmt = self.mgmt().await?;
+        // Also finds what a create cut short left before its name was saved.
+        let selector = format!("{UUID_LABEL}={}", cluster.uuid);
+        let mut names: Vec<String> = mgmt
+            .list(Kind::Cluster, &selector)
+            .await?
+            .iter()
+            .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_owned))
+            .collect();
+        if let Some(s) = cluster.stack_id.as_deref().filter(|s| !s.is_empty())
+            && !names.iter().any(|n| n == s)
+        {
+            names.push(s.to_owned());
+        }
+        for name in names {
+            mgmt.delete(Kind::Cluster, &name).await?;
+        }
+        Ok(())
+    }
+
+    async fn create_nodegroup(
+        &self,
+        ctx: &RequestContext,
+        cluster: &Cluster,
+        nodegroup: &NodeGroup,
+    ) -> Result<()> {
+        let ngs = self.nodegroups_with(cluster, nodegroup).await?;
+        self.reconcile(ctx, cluster, &ngs).await
+    }
+
+    async fn update_nodegroup(
+        &self,
+        ctx: &RequestContext,
+        cluster: &Cluster,
+        nodegroup: &NodeGroup,
+    ) -> Result<()> {
+        let ngs = self.nodegroups_with(cluster, nodegroup).await?;
+        self.reconcile(ctx, cluster, &ngs).await
+    }
+
+    async fn delete_nodegroup(
+        &self,
+        ctx: &RequestContext,
+        cluster: &Cluster,
+        nodegroup: &NodeGroup,
+    ) -> Result<()> {
+        let mut deleting = nodegroup.clone();
+        deleting.status = Some(S::DeleteInProgress);
+        let ngs = self.nodegroups_with(cluster, &deleting).await?;
+        self.reconcile(ctx, cluster, &ngs).await
+    }
+
+    async fn poll_status(&self, cluster: &Cluster, nodegroups: &[NodeGroup]) -> Result<StatusReport> {
+        let mut report = self.snapshot_report(cluster, nodegroups).await?;
+        if report.status == Some(S::DeleteComplete) {
+            // The Cluster is gone: its Secrets and addons go now (they outlive it so CAPI
+            // can finish with them).
+            if !self.remove_objects(cluster, cluster.stack_id.as_deref()).await {
+                report.status = None;
+                report.status_reason = Some(Some(
+                    "Waiting to remove the cluster's Secrets from the management cluster".into(),
+                ));
+            }
+        }
+        Ok(report)
+    }
+}
+
+impl CapiDriver {
+    /// Removes every object of the cluster but the CAPI Cluster (Secrets, addons, any
+    /// Cluster a failed create left). Returns whether all went.
+    async fn remove_objects(&self, cluster: &Cluster, stack_id: Option<&str>) -> bool {
+        let Ok(mgmt) = self.mgmt().await else {
+            return false;
+        };
+        let mut ok = true;
+        let selector = format!("{UUID_LABEL}={}", cluster.uuid);
+        for kind in [Kind::ClusterResourceSet, Kind::Secret] {
+            match mgmt.list(kind, &selector).await {
+                Ok(items) => {
+                    for item in items {
+                        let name = item["metadata"]["name"].as_str().unwrap_or_default();
+                        if let Err(e) = mgmt.delete(kind, name).await {
+                            tracing::warn!(cluster = %cluster.uuid, error = %e, "cleanup");
+                            ok = false;
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(cluster = %cluster.uuid, error = %e, "cleanup");
+                    ok = false;
+                }
+            }
+        }
+        if let Some(s) = stack_id {
+            for name in render::secret_names(s) {
+                if mgmt.delete(Kind::Secret, &name).await.is_err() {
+                    ok = false;
+                }
+            }
+        }
+        ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upgrades_go_one_minor_at_a_time_and_never_down() {
+        assert_eq!(parse_version("v1.33.1"), Some((1, 33, 1)));
+        assert_eq!(parse_version("1.34"), Some((1, 34, 0)));
+        assert_eq!(parse_version("v1.30.2-rc.1"), Some((1, 30, 2)));
+        assert_eq!(parse_version("latest"), None);
+        assert!(check_upgrade("v1.33.1", "v1.34.2").is_ok());
+        assert!(check_upgrade("v1.33.1", "v1.33.4").is_ok());
+        let skip = check_upgrade("v1.33.1", "v1.35.0").unwrap_err().to_string();
+        assert!(skip.contains("one minor version at a time (to v1.34.x first)"), "{skip}");
+        let down = check_upgrade("v1.33.1", "v1.32.9").unwrap_err().to_string();
+        assert!(down.contains("Cannot downgrade"), "{down}");
+        assert!(check_upgrade("v1.33.1", "v2.0.0").is_err());
+    }
+
+    #[test]
+    fn stack_ids_look_like_magnum_cluster_apis() {
+        let id = random_stack_id();
+        assert!(id.starts_with("kube-") && id.len() == 10, "{id}");
+        assert!(id[5..].bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()));
+    }
+}

@@ -368,7 +368,20 @@ pub fn evaluate(op: Operation, snap: &Snapshot<'_>) -> Verdict {
     v.api_address = api_address(cluster);
     v.coe_version = text(cluster, &["spec", "topology", "version"]);
     if op == Operation::Delete {
-        v.reason = Some(format!("Cluster API is deleting Cluster {}", name(cluster)));
+        // What holds the delete up, the deepest cause first: the infrastructure (a port or
+        // security group in use by a load balancer), then what the Cluster still waits for.
+        let blocked = snap
+            .openstack_cluster
+            .and_then(|o| failure(o).map(|f| format!("{} {}: {f}", kind_of(o), name(o))))
+            .or_else(|| snap.openstack_cluster.and_then(|o| waiting_on(o, &["Ready"])))
+            .or_else(|| {
+                condition(cluster, "Deleting")
+                    .filter(|c| !c.message.is_empty())
+                    .map(|c| format!("Cluster {} Deleting: {}", name(cluster), c.message))
+            });
+        v.reason = Some(blocked.unwrap_or_else(|| {
+            format!("Cluster API is deleting Cluster {}", name(cluster))
+        }));
         return v;
     }
 
