@@ -2866,11 +2866,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             for wmsg in self.warnings:
                 self.send_header("Warning", '299 - "%s"' % wmsg.replace('"', '\\"'))
             self.end_headers()
+            deadline = t0 + timeout
             if err is not None:
                 self.write_chunk(dumps({"type": "ERROR", "object": err.status()}) + b"\n")
                 how = "expired"
-                return
-            deadline = t0 + timeout
+                deadline = t0
             interval = self.server.bookmark_seconds
             next_bm = t0 + interval if w.bookmarks else float("inf")
             while True:
