@@ -1278,6 +1278,14 @@ class Rec:
             self.cache[key] = b
         return b
 
+    def json_meta(self):
+        """The object as a meta.k8s.io/v1 PartialObjectMetadata."""
+        b = self.cache.get("meta")
+        if b is None:
+            b = dumps({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": self.obj["metadata"]})
+            self.cache["meta"] = b
+        return b
+
     def with_rv(self, rv):
         o = dict(self.obj)
         o["metadata"] = dict(o["metadata"], resourceVersion=str(rv))
@@ -1297,6 +1305,7 @@ class Watcher:
         self.fsel = fsel
         self.bookmarks = bookmarks
         self.path = path
+        self.meta_only = False
         self.q = queue.SimpleQueue()
 
     def matches(self, obj):
@@ -1481,7 +1490,7 @@ class Api:
 
     # ---- reads
 
-    def list(self, rt, version, ns, q):
+    def list(self, rt, version, ns, q, meta_only=False):
         lsel = parse_label_selector(q.get("labelSelector"))
         fsel = parse_field_selector(q.get("fieldSelector"), rt)
         try:
@@ -1525,17 +1534,21 @@ class Api:
                 dumps({"rv": list_rv or rv, "start": list(last)})).decode()
             if not lsel and not fsel:
                 meta["remainingItemCount"] = more
+        if meta_only:
+            head = dumps({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta})
+            return head[:-1] + b',"items":[' + b",".join(r.json_meta() for r in out) + b"]}"
         typed = rt.crd
         head = dumps({"kind": rt.list_kind, "apiVersion": rt.gv(version), "metadata": meta})
         return head[:-1] + b',"items":[' + b",".join(r.json(version, typed) for r in out) + b"]}"
 
-    def start_watch(self, rt, version, ns, q, path):
+    def start_watch(self, rt, version, ns, q, path, meta_only=False):
         lsel = parse_label_selector(q.get("labelSelector"))
         fsel = parse_field_selector(q.get("fieldSelector"), rt)
         bookmarks = q.get("allowWatchBookmarks") in ("true", "1", "True")
         initial = q.get("sendInitialEvents") in ("true", "1", "True")
         rv_param = q.get("resourceVersion") or ""
         w = Watcher(rt, version, ns, lsel, fsel, bookmarks, path)
+        w.meta_only = meta_only
         with self.lock:
             if initial or rv_param in ("", "0"):
                 items = sorted(self.objs[rt.key].items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
@@ -2437,6 +2450,9 @@ class Server(http.server.ThreadingHTTPServer):
         self.log("connection from %s failed:\n%s" % (client_address, traceback.format_exc()))
 
 
+META_CTYPE = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+META_LIST_CTYPE = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+AGGREGATED_CTYPE = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 PATCH_TYPES = ("application/merge-patch+json", "application/json-patch+json",
                "application/strategic-merge-patch+json", "application/apply-patch+yaml")
 
@@ -2492,6 +2508,27 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.dispatch()
 
     # ---- responses
+
+    def negotiate(self):
+        """The first media type of Accept this server can produce: plain JSON, metadata-only
+        (as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1) or aggregated discovery
+        (as=APIGroupDiscoveryList;g=apidiscovery.k8s.io;v=v2). Table and protobuf are skipped, so
+        a client asking for a Table first gets plain JSON, as it falls back to on a real server."""
+        for part in (self.headers.get("Accept") or "application/json").split(","):
+            bits = [b.strip() for b in part.split(";")]
+            mime = bits[0].lower()
+            params = dict(b.split("=", 1) for b in bits[1:] if "=" in b)
+            kind = params.get("as")
+            if mime not in ("application/json", "*/*", "application/*"):
+                continue
+            if kind is None:
+                return None
+            if kind in ("PartialObjectMetadata", "PartialObjectMetadataList") and params.get("g") == "meta.k8s.io" \
+                    and params.get("v") == "v1":
+                return "meta"
+            if kind == "APIGroupDiscoveryList" and params.get("g") == "apidiscovery.k8s.io" and params.get("v") == "v2":
+                return "aggregated"
+        return None
 
     def _send(self, code, data, ctype="application/json", headers=()):
         self.code = code
@@ -2556,6 +2593,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         path = url.path
         q = {k: v[0] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
         route = None
+        self.accept = self.negotiate()
         try:
             body = self.read_body()
             if self.user is None:
@@ -2770,19 +2808,24 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.discovery(route, q)
         rt, version, ns, name, sub = route.rt, route.version, route.ns, route.name, route.sub
         verb = route.verb
+        meta_only = self.accept == "meta" and sub is None
         if verb == "list":
+            if meta_only:
+                return self._send(200, api.list(rt, version, ns, q, True), META_LIST_CTYPE)
             self.send_json(200, api.list(rt, version, ns, q))
         elif verb == "watch":
             if name is not None:
                 q = dict(q)
                 q["fieldSelector"] = ",".join(x for x in (q.get("fieldSelector"), "metadata.name=" + name) if x)
-            self.watch(rt, version, ns, q)
+            self.watch(rt, version, ns, q, meta_only)
         elif verb == "get":
             if sub == "scale":
                 return self.send_json(200, api.get_scale(rt, version, ns, name))
             rec = api.get_rec(rt, ns, name)
             if rec is None:
                 raise not_found(rt, name)
+            if meta_only:
+                return self._send(200, rec.json_meta(), META_CTYPE)
             self.send_json(200, rec.json(version))
         elif verb == "create":
             ctx = self.ctx(route, q)
@@ -2843,13 +2886,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     # ---- watch streams
 
-    def watch(self, rt, version, ns, q):
+    def watch(self, rt, version, ns, q, meta_only=False):
         api = self.server.api
         try:
             timeout = int(q.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
         except ValueError:
             raise bad_request("timeoutSeconds must be an integer")
-        w, err = api.start_watch(rt, version, ns, q, self.path)
+        w, err = api.start_watch(rt, version, ns, q, self.path, meta_only)
         with api.stats_lock:
             api.open_watches += 1
             api.stats["watches_total"] += 1
@@ -2859,7 +2902,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         try:
             self.code = 200
             self.send_response(200)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", META_CTYPE if meta_only else "application/json")
             self.send_header("Transfer-Encoding", "chunked")
             self.send_header("Cache-Control", "no-cache, private")
             self.send_header("Audit-Id", self.audit_id)
@@ -2936,9 +2979,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             meta = {"resourceVersion": str(item[1])}
             if item[2]:
                 meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+            if w.meta_only:
+                return dumps({"type": "BOOKMARK", "object": {"kind": "PartialObjectMetadata",
+                                                             "apiVersion": "meta.k8s.io/v1", "metadata": meta}}) + b"\n"
             return dumps({"type": "BOOKMARK", "object": {"kind": w.rt.kind, "apiVersion": w.rt.gv(w.version),
                                                          "metadata": meta}}) + b"\n"
-        return b'{"type":"' + etype.encode() + b'","object":' + item[1].json(w.version) + b"}\n"
+        body = item[1].json_meta() if w.meta_only else item[1].json(w.version)
+        return b'{"type":"' + etype.encode() + b'","object":' + body + b"}\n"
 
     def write_chunk(self, data):
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
@@ -2988,6 +3035,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     paths.append("/apis/" + g)
                     paths.extend("/apis/%s/%s" % (g, v) for v in self.group_versions(rts))
             return self.send_json(200, {"paths": sorted(set(paths))})
+        if name in ("api", "apis") and route.group is None and self.accept == "aggregated":
+            return self._send(200, dumps(self.aggregated(name)), AGGREGATED_CTYPE)
         if name == "api":
             host, port = self.server.server_address[:2]
             return self.send_json(200, {"kind": "APIVersions", "versions": ["v1"],
@@ -3029,6 +3078,46 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_json(200, {"kind": "APIResourceList", "apiVersion": "v1",
                              "groupVersion": "%s/%s" % (group, version) if group else version,
                              "resources": resources})
+
+    def aggregated(self, which):
+        """apidiscovery.k8s.io/v2 APIGroupDiscoveryList of the core group (/api) or the others (/apis)."""
+        api = self.server.api
+        items = []
+        for group, rts in sorted(api.by_group.items()):
+            if (which == "api") != (group == ""):
+                continue
+            versions = []
+            for v in self.group_versions(rts):
+                resources = []
+                for rt in sorted(rts, key=lambda r: r.plural):
+                    ver = rt.versions.get(v)
+                    if ver is None:
+                        continue
+                    rk = {"group": group, "version": v, "kind": rt.kind}
+                    res = {"resource": rt.plural, "responseKind": rk, "scope": "Namespaced" if rt.namespaced else "Cluster",
+                           "singularResource": rt.singular,
+                           "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]}
+                    if rt.short_names:
+                        res["shortNames"] = rt.short_names
+                    if rt.categories:
+                        res["categories"] = rt.categories
+                    subs = []
+                    if ver.status:
+                        subs.append({"subresource": "status", "responseKind": rk, "verbs": ["get", "patch", "update"]})
+                    if ver.scale:
+                        subs.append({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1",
+                                                                              "kind": "Scale"},
+                                     "verbs": ["get", "patch", "update"]})
+                    if subs:
+                        res["subresources"] = subs
+                    resources.append(res)
+                entry = {"version": v, "resources": resources, "freshness": "Current"}
+                versions.append(entry)
+            if group:
+                pref = self.group_doc(group, rts)["preferredVersion"]["version"]
+                versions.sort(key=lambda e: e["version"] != pref)
+            items.append({"metadata": {"name": group, "creationTimestamp": None}, "versions": versions})
+        return {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items}
 
     @staticmethod
     def group_versions(rts):

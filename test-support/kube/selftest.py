@@ -133,9 +133,9 @@ class Client:
 class Stream:
     """A watch on its own connection; a thread reads lines into a queue with arrival times."""
 
-    def __init__(self, client, path, timeout=60):
+    def __init__(self, client, path, timeout=60, headers=None):
         self.conn = client.new_conn(timeout=timeout)
-        self.conn.request("GET", path, headers=client.headers())
+        self.conn.request("GET", path, headers=client.headers(headers))
         self.resp = self.conn.getresponse()
         self.status = self.resp.status
         self.q = queue.Queue()
@@ -303,6 +303,20 @@ def test_discovery(t, c, schema):
     r = c.get("/apis/coordination.k8s.io/v1")
     t.check("discovery: /apis/coordination.k8s.io/v1 has leases",
             any(x["name"] == "leases" for x in (r.json or {}).get("resources", [])), r)
+    agg = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+    r = c.get("/apis", headers={"Accept": agg})
+    items = {i["metadata"]["name"]: i for i in (r.json or {}).get("items", [])}
+    v = (items.get("cluster.x-k8s.io") or {}).get("versions") or [{}]
+    res = {x["resource"]: x for x in v[0].get("resources", [])}
+    t.check("discovery: aggregated (Accept as=APIGroupDiscoveryList;v=v2) -> apidiscovery.k8s.io/v2 list, "
+            "preferred version first, subresources listed",
+            r.headers.get("Content-Type") == "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+            and r.json.get("kind") == "APIGroupDiscoveryList" and v[0].get("version") == "v1beta2"
+            and [x["subresource"] for x in res.get("machinedeployments", {}).get("subresources", [])] == ["status", "scale"]
+            and res["clusters"]["scope"] == "Namespaced", r)
+    r = c.get("/api", headers={"Accept": agg})
+    t.check("discovery: aggregated /api -> the core group only",
+            [i["metadata"]["name"] for i in r.json.get("items", [])] == [""], r)
     r = c.get("/version")
     t.check("discovery: /version", r.status == 200 and r.json.get("major") == "1" and "gitVersion" in r.json, r)
     ok = all(c.get(p).raw == b"ok" for p in ("/healthz", "/livez", "/readyz"))
@@ -367,6 +381,16 @@ def test_create_get(t, c, schema):
             r.status == 422 and r.json["details"]["causes"][0]["reason"] == "FieldValueRequired", r)
     r = c.post(CM, configmap("cm-rv", resourceVersion="5"))
     t.check("create: with metadata.resourceVersion -> 400", r.status == 400, r)
+    pom = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+    r = c.get(CL2 + "/kube-abc12", headers={"Accept": pom})
+    t.check("get: Accept as=PartialObjectMetadata -> meta.k8s.io/v1 PartialObjectMetadata (kube-rs get_metadata)",
+            r.json.get("kind") == "PartialObjectMetadata" and r.json.get("apiVersion") == "meta.k8s.io/v1"
+            and "spec" not in r.json and r.json["metadata"]["name"] == "kube-abc12"
+            and r.headers["Content-Type"] == pom, r)
+    r = c.get(CL2, headers={"Accept": "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"})
+    t.check("list: Accept as=PartialObjectMetadataList -> PartialObjectMetadataList",
+            r.json.get("kind") == "PartialObjectMetadataList" and r.json["items"][0]["kind"] == "PartialObjectMetadata"
+            and r.json["metadata"]["resourceVersion"].isdigit(), r)
     r = c.get(CL2 + "/kube-abc12", headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"})
     t.check("get: Accept as=Table is answered with the plain JSON object",
             r.status == 200 and r.json.get("kind") == "Cluster" and r.headers["Content-Type"] == "application/json", r)
@@ -978,6 +1002,12 @@ def test_watch(t, c, env):
     ev = s.next(timeout=3)
     t.check("watch: through v1beta1, a v1beta2 object's event has apiVersion v1beta1",
             isinstance(ev, dict) and ev["object"]["apiVersion"] == "cluster.x-k8s.io/v1beta1", ev)
+    s.close()
+    s = Stream(c, CM + "?watch=true&fieldSelector=metadata.name%3Dsel-3", headers={
+        "Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"})
+    ev = s.next(timeout=3)
+    t.check("watch: metadata-only (Accept as=PartialObjectMetadata) -> PartialObjectMetadata event objects",
+            isinstance(ev, dict) and ev["object"]["kind"] == "PartialObjectMetadata" and "data" not in ev["object"], ev)
     s.close()
     s = Stream(c, CM + "/sel-3?watch=true")
     ev = s.next(timeout=3)
