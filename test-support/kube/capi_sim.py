@@ -627,10 +627,11 @@ class Watcher(threading.Thread):
                 rv = None
                 self.ctl.stopping.wait(1.0)
             except (OSError, http.client.HTTPException, ValueError) as e:
-                # A dropped stream: watch again from the last version seen (410 then re-lists).
+                # A dropped stream (not a clean end): list again, events may have been lost.
                 if self.ctl.verbose:
                     log("watch %s/%s dropped: %s" % (self.kind, self.ver, e))
-                self.ctl.stopping.wait(0.2)
+                rv = None
+                self.ctl.stopping.wait(0.1)
 
     def relist(self):
         body = self.kube.request("GET", self.path)
@@ -1197,7 +1198,7 @@ class Run:
         self.load()
         moved = False
         if deleting(cl):
-            if tick and not self.paused:
+            if tick and not self.paused and "stall" not in self.faults:
                 moved = self.advance_delete()
         else:
             self.ensure_finalizer()

@@ -258,6 +258,13 @@ class SelfTest:
             return None
         if len(v["workers"]) != sum(md_replicas.values()):
             return None
+        if not all(cond_true(c, t) for t in ("ControlPlaneMachinesReady", "WorkerMachinesReady",
+                                             "ControlPlaneMachinesUpToDate", "WorkerMachinesUpToDate")):
+            return None
+        # The snapshot is several reads: the Cluster must not have moved meanwhile.
+        again = self.api.get("clusters", name)
+        if g(again, "metadata", "resourceVersion") != g(c, "metadata", "resourceVersion"):
+            return None
         return v
 
     def set_topology(self, name, **changes):
@@ -443,13 +450,16 @@ class SelfTest:
         self.timings["add md"] = time.monotonic() - t
         t = time.monotonic()
         self.set_topology(name, workers={"machineDeployments": mds[:2]})
-        md = self.watch_for("md-2 deleting", lambda: (lambda m: m if m is None or g(m, "metadata", "deletionTimestamp")
-                                                      else None)(self.api.get("machinedeployments",
-                                                                              md2["metadata"]["name"])) or "gone")
-        seen_deleting = isinstance(md, dict)
+        def md2_deleting():
+            m = self.api.get("machinedeployments", md2["metadata"]["name"])
+            if m is None:
+                return "gone"
+            return m if g(m, "metadata", "deletionTimestamp") else None
+        md = self.watch_for("md-2 deleting", md2_deleting)
+        self.check("entry md-2 removed: its MD got a deletionTimestamp, Deleting True (%s)" % g(
+            cond(md, "Deleting"), "message"), isinstance(md, dict))
         self.wait("md-2 gone", lambda: self.api.get("machinedeployments", md2["metadata"]["name"]) is None)
-        self.check("entry md-2 removed: its MD got a deletionTimestamp%s and went" % (
-            " (seen)" if seen_deleting else ""), True)
+        self.check("md-2's MachineDeployment went", True)
         self.check("md-2's Machine and OpenStackMachine went before it",
                    self.api.get("machines", m2[0]["metadata"]["name"]) is None and
                    self.api.get("openstackmachines", m2[0]["metadata"]["name"]) is None)
@@ -492,6 +502,38 @@ class SelfTest:
                    all(g(m, "spec", "template", "spec", "version") == "v1.34.2" for m in v["mds"]))
         self.check("upgrade: Cluster Available, TopologyReconciled True again",
                    cond_true(v["cluster"], "Available") and cond_true(v["cluster"], "TopologyReconciled"))
+
+    def scenario_cp_scale(self):
+        name = "kube-s1"
+        t = time.monotonic()
+        v = self.view(name)
+        cps = sorted(v["cp"], key=lambda m: (m["metadata"]["creationTimestamp"],
+                                             m["metadata"].get("annotations", {}).get("capi-sim.magnum-rs.dev/created", "")))
+        marked = cps[-1]["metadata"]["name"]  # the newest: KCP would otherwise take the oldest
+        self.set_annotation("machines", marked, "cluster.x-k8s.io/delete-machine", "true")
+        self.set_topology(name, controlPlane={"replicas": 1})
+        seen = {"max_deleting": 0, "marked_first": None}
+
+        def down():
+            v = self.view(name)
+            dying = [m["metadata"]["name"] for m in v["cp"] if g(m, "metadata", "deletionTimestamp")]
+            seen["max_deleting"] = max(seen["max_deleting"], len(dying))
+            if seen["marked_first"] is None and (dying or len(v["cp"]) < 3):
+                seen["marked_first"] = marked in dying or marked not in [m["metadata"]["name"] for m in v["cp"]]
+            return self.settled(name, 1, {"md-0": 1, "md-1": 2})
+        v = self.wait("control plane at 1", down, interval=0.005)
+        self.check("scale control plane 3->1: the marked Machine went first, one Machine at a time, KCP replicas 1",
+                   seen["marked_first"] and seen["max_deleting"] <= 1 and g(v["kcp"][0], "status", "replicas") == 1
+                   and marked not in [m["metadata"]["name"] for m in v["cp"]])
+        self.set_topology(name, controlPlane={"replicas": 3})
+        kcp = self.watch_for("KCP ScalingUp", lambda: (lambda k: k if k and g(k, "spec", "replicas") == 3 and
+                                                       current(k) and cond_true(k, "ScalingUp") else None)(
+            self.api.get("kubeadmcontrolplanes", v["kcp"][0]["metadata"]["name"])))
+        self.check("scale control plane 1->3: KCP ScalingUp True (%s), Available stays True" % g(
+            cond(kcp, "ScalingUp"), "message"), cond_true(kcp, "Available"))
+        self.wait("control plane at 3", lambda: self.settled(name, 3, {"md-0": 1, "md-1": 2}))
+        self.check("control plane back at 3 Running Machines", True)
+        self.timings["scale control plane 3->1->3"] = time.monotonic() - t
 
     def scenario_quota(self):
         name = "kube-s1"
@@ -657,6 +699,10 @@ class SelfTest:
                     g(mds[0], "status", "phase") != "Running" or len(ms) != 3 or \
                     any(g(m, "status", "phase") != "Running" for m in ms) or not current(c) or not current(mds[0]):
                 return None
+            again = self.api.get("clusters", name, "v1beta1")
+            if g(again, "metadata", "resourceVersion") != g(c, "metadata", "resourceVersion") or \
+                    not cond_true(c, "Available", "v1beta2.conditions"):
+                return None
             return c, kcp[0], mds[0], ms
         c, kcp, md, ms = self.wait("v1beta1 cluster Ready", ready)
         self.timings["v1beta1 create 1+2"] = time.monotonic() - t
@@ -737,13 +783,16 @@ class SelfTest:
         t = time.monotonic()
         before = self.view(name)
         self.api.ok("DELETE", path("clusters", name=name))
-        c = self.watch_for("Deleting", lambda: (lambda c: c if c is None or cond_true(c, "Deleting") else None)(
-            self.api.get("clusters", name)) or "gone")
-        if isinstance(c, dict):
-            self.check("deletion: Cluster phase %s, Deleting True (%s: %s)" % (
-                g(c, "status", "phase"), g(cond(c, "Deleting"), "reason"),
-                g(cond(c, "Deleting"), "message", default="").replace("\n", " ")),
-                g(c, "status", "phase") == "Deleting")
+        def cl_deleting():
+            c = self.api.get("clusters", name)
+            if c is None:
+                return "gone"
+            return c if cond_true(c, "Deleting") else None
+        c = self.watch_for("Deleting", cl_deleting)
+        self.check("deletion: Cluster phase %s, Deleting True (%s: %s)" % (
+            g(c, "status", "phase"), g(cond(c, "Deleting"), "reason"),
+            g(cond(c, "Deleting"), "message", default="").replace("\n", " ")),
+            isinstance(c, dict) and g(c, "status", "phase") == "Deleting")
         order = []
 
         def gone():
@@ -807,6 +856,7 @@ class SelfTest:
             self.scenario_scale()
             self.scenario_add_remove_md()
             self.scenario_upgrade()
+            self.scenario_cp_scale()
             self.scenario_quota()
             self.scenario_robustness()
             self.scenario_stall_and_block()
