@@ -2551,6 +2551,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._send(code, obj if isinstance(obj, bytes) else dumps(obj), headers=headers)
 
     def send_error_status(self, e):
+        self.note += " (%s: %s)" % (e.reason, e.message[:300].replace("\n", " "))
         if e.close:
             self.close_connection = True
         self.send_json(e.code, e.status(), headers=e.headers)
@@ -2632,8 +2633,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             ms = (time.monotonic() - t0) * 1000
             with api.stats_lock:
                 api.stats["codes"][str(self.code)] = api.stats["codes"].get(str(self.code), 0) + 1
-            self.server.log("%s %s %s %d %.1fms user=%s%s" % (
-                self.client_address[0], self.command, self.path, self.code, ms, self.user or "-", self.note))
+            warn = "".join(' warning="%s"' % w for w in self.warnings if "deprecated" not in w)
+            self.server.log("%s %s %s %d %.1fms user=%s%s%s" % (
+                self.client_address[0], self.command, self.path, self.code, ms, self.user or "-", self.note, warn))
 
     def count(self, route):
         verb = route.verb
