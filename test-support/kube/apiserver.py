@@ -1422,6 +1422,9 @@ class Api:
         full = (rt.key, ns, name)
         table = self.objs[rt.key]
         if old is not None:
+            # only the current version is read often; a superseded one re-encodes if a watch
+            # replays it
+            old.cache.clear()
             for r in old.obj["metadata"].get("ownerReferences") or ():
                 s = self.dependents.get(r.get("uid"))
                 if s:
@@ -1440,7 +1443,7 @@ class Api:
                 self.dependents.setdefault(r.get("uid"), set()).add(full)
         ev = (rv, etype, rt, rec, old)
         self.history.append(ev)
-        if len(self.history) > self.history_max * 2:
+        if len(self.history) > self.history_max + max(100, self.history_max // 10):
             drop = len(self.history) - self.history_max
             self.history_floor = self.history[drop - 1][0]
             del self.history[:drop]
