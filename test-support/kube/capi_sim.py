@@ -98,6 +98,28 @@ ROUTER_MESSAGE = "Failed to create router: Quota exceeded for resources: ['route
 
 ALNUM = string.ascii_lowercase + string.digits
 
+
+class Stats:
+    """Counters for --stats: reconciles, their time, requests and their time."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.c = {}
+
+    def add(self, key, n=1, secs=0.0):
+        with self.lock:
+            v = self.c.setdefault(key, [0, 0.0])
+            v[0] += n
+            v[1] += secs
+
+    def take(self):
+        with self.lock:
+            c, self.c = self.c, {}
+        return c
+
+
+STATS = Stats()
+
 # ---------------------------------------------------------------------------------------------
 # Small helpers
 
@@ -188,8 +210,52 @@ def as_int(v, default):
 
 
 def version_key(v):
-    nums = re.findall(r"\d+", v or "")
-    return tuple(int(n) for n in nums[:3]) + (v or "",)
+    v = v if isinstance(v, str) else str(v or "")
+    nums = re.findall(r"\d+", v)
+    return tuple(int(n) for n in nums[:3]) + (v,)
+
+
+def as_dict(v):
+    return v if isinstance(v, dict) else {}
+
+
+def as_list(v):
+    return v if isinstance(v, list) else []
+
+
+def str_map(v):
+    """A labels/annotations map with only its string values (others are dropped)."""
+    return {k: x for k, x in as_dict(v).items() if isinstance(k, str) and isinstance(x, str)}
+
+
+def replicas_of(v, default, minimum=0):
+    n = as_int(v, default)
+    return None if n is None else max(minimum, n)
+
+
+def norm_topology(topo):
+    """spec.topology as the simulation reads it, whatever the object holds (never raises)."""
+    topo = as_dict(topo)
+    version = topo.get("version")
+    version = version if isinstance(version, str) and version else ("v%s" % version if version else "v1.0.0")
+    cp = as_dict(topo.get("controlPlane"))
+    entries, seen = [], set()
+    for e in as_list(as_dict(topo.get("workers")).get("machineDeployments")):
+        e = as_dict(e)
+        name = e.get("name")
+        if not isinstance(name, str) or not name or name in seen:
+            continue
+        seen.add(name)
+        meta = as_dict(e.get("metadata"))
+        fd = e.get("failureDomain")
+        entries.append({"name": name, "class": e.get("class") if isinstance(e.get("class"), str) else "",
+                        "replicas": replicas_of(e.get("replicas"), None),
+                        "failureDomain": fd if isinstance(fd, str) and fd else None,
+                        "labels": str_map(meta.get("labels")), "annotations": str_map(meta.get("annotations")),
+                        "overrides": as_list(as_dict(e.get("variables")).get("overrides"))})
+    return {"version": version, "cp_replicas": replicas_of(cp.get("replicas"), 1, 1),
+            "cp_labels": str_map(as_dict(cp.get("metadata")).get("labels")),
+            "variables": as_list(topo.get("variables")), "entries": entries}
 
 
 UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -439,9 +505,11 @@ class Kube:
             if conn is None:
                 conn = self.local.conn = self._new_conn(self.timeout)
             try:
+                t0 = time.monotonic()
                 conn.request(method, url, body=data, headers=self._headers(ctype if data is not None else None))
                 resp = conn.getresponse()
                 raw = resp.read()
+                STATS.add("http " + method, 1, time.monotonic() - t0)
                 status = resp.status
                 retry_after = resp.getheader("Retry-After")
                 if resp.getheader("Connection", "").lower() == "close":
@@ -1215,7 +1283,9 @@ class Run:
         if deleting(cl) and self.ctl.cache.get("Cluster", self.flavor, self.name) is None:
             return 0.0  # gone: what is left goes as orphans
         self.load()
+        t0 = time.monotonic()
         settled = self.render_all()
+        STATS.add("render", 1, time.monotonic() - t0)
         if moved or not settled:
             return max(0.0, self.state.due - time.monotonic())
         return self.ctl.resync
@@ -1227,13 +1297,17 @@ class Run:
             self.load()
 
     def class_name(self):
-        t = g(self.cl, "spec", "topology", default={})
-        return g(t, "classRef", "name") or (t.get("class") if isinstance(t.get("class"), str) else None)
+        t = as_dict(g(self.cl, "spec", "topology"))
+        for v in (g(t, "classRef", "name"), t.get("class")):
+            if isinstance(v, str) and v:
+                return v
+        return None
 
     def cluster_class(self):
         cname = self.class_name()
         ns = g(self.cl, "spec", "topology", "classRef", "namespace") or \
             g(self.cl, "spec", "topology", "classNamespace") or self.ns
+        ns = ns if isinstance(ns, str) else self.ns
         if not cname or ns != self.ns:
             return None
         return self.ctl.cache.get("ClusterClass", "v1beta2", cname)
@@ -1250,12 +1324,12 @@ class Run:
 
     def variables(self, entry=None):
         out = {}
-        for v in g(self.cl, "spec", "topology", "variables", default=[]) or []:
-            if isinstance(v, dict) and v.get("name"):
+        for v in norm_topology(g(self.cl, "spec", "topology"))["variables"]:
+            if isinstance(v, dict) and isinstance(v.get("name"), str):
                 out[v["name"]] = v.get("value")
         if entry is not None:
-            for v in g(entry, "variables", "overrides", default=[]) or []:
-                if isinstance(v, dict) and v.get("name"):
+            for v in entry["overrides"]:
+                if isinstance(v, dict) and isinstance(v.get("name"), str):
                     out[v["name"]] = v.get("value")
         return out
 
@@ -1422,13 +1496,11 @@ class Run:
 
     def sync_topology(self):
         cl = self.cl
-        topo = g(cl, "spec", "topology", default={})
-        version = topo.get("version") or "v1.0.0"
-        cp_replicas = as_int(g(topo, "controlPlane", "replicas"), 1)
-        cp_meta = g(topo, "controlPlane", "metadata", default={})
-        cp_labels = dict(g(cp_meta, "labels", default={}) or {})
-        entries = [e for e in (g(topo, "workers", "machineDeployments", default=[]) or [])
-                   if isinstance(e, dict) and e.get("name")]
+        nt = norm_topology(g(cl, "spec", "topology"))
+        version = nt["version"]
+        cp_replicas = nt["cp_replicas"]
+        cp_labels = nt["cp_labels"]
+        entries = nt["entries"]
         self.topo = {"version": version, "pending_create": [], "pending_upgrade": [], "upgrading_md": None,
                      "entries": [e["name"] for e in entries]}
 
@@ -1513,9 +1585,8 @@ class Run:
             md = self.md_live.get(ename)
             role = "md-" + ename
             mspec = self.machine_spec(role, e)
-            meta = e.get("metadata") if isinstance(e.get("metadata"), dict) else {}
-            extra_labels = {k: v for k, v in (meta.get("labels") or {}).items() if isinstance(v, str)}
-            extra_ann = {k: v for k, v in (meta.get("annotations") or {}).items() if isinstance(v, str)}
+            extra_labels = e["labels"]
+            extra_ann = e["annotations"]
             tlabels = {L_CLUSTER: self.name, L_OWNED: "", L_TOPO_MD: ename}
             tlabels.update(extra_labels)
             if md is None:
@@ -1525,15 +1596,15 @@ class Run:
                     self.topo["pending_create"].append(ename)
                     continue
                 tmpl = self.ensure_osmt(role, mspec)
-                replicas = as_int(e.get("replicas"), None)
+                replicas = e["replicas"]
                 if replicas is None:
-                    replicas = as_int(extra_ann.get(A_MIN_SIZE), 1)
+                    replicas = replicas_of(extra_ann.get(A_MIN_SIZE), 1)
                 base = "%s-%s" % (self.name, ename)
                 boot = self.cc_bootstrap_name(e) or base
                 tspec = {"clusterName": self.name, "version": version,
                          "bootstrap": {"configRef": self.ref("KubeadmConfigTemplate", boot)},
                          "infrastructureRef": self.ref("OpenStackMachineTemplate", tmpl)}
-                if isinstance(e.get("failureDomain"), str) and e["failureDomain"]:
+                if e["failureDomain"]:
                     tspec["failureDomain"] = e["failureDomain"]
                 body = {"apiVersion": self.api_version("MachineDeployment"), "kind": "MachineDeployment",
                         "metadata": self.meta(self.unique(base), base, dict(tlabels), "Cluster", cl,
@@ -1545,13 +1616,13 @@ class Run:
                 self.create("MachineDeployment", body)
                 continue
             p = {}
-            replicas = as_int(e.get("replicas"), None)
+            replicas = e["replicas"]
             if replicas is not None and as_int(g(md, "spec", "replicas"), -1) != replicas:
                 p["replicas"] = replicas
             tp = {}
             if not subset(g(md, "spec", "template", "metadata", "labels", default={}), tlabels):
                 tp.setdefault("metadata", {})["labels"] = tlabels
-            fd = e.get("failureDomain") if isinstance(e.get("failureDomain"), str) and e.get("failureDomain") else None
+            fd = e["failureDomain"]
             if g(md, "spec", "template", "spec", "failureDomain") != fd:
                 tp.setdefault("spec", {})["failureDomain"] = fd
             cur_ver = self.owner_version(md)
@@ -1769,7 +1840,7 @@ class Run:
         kcp = self.kcp
         if kcp is None or deleting(kcp):
             return False
-        replicas = as_int(g(kcp, "spec", "replicas"), 1)
+        replicas = replicas_of(g(kcp, "spec", "replicas"), 1, 1)
         live = [m for m in self.cp_machines if not deleting(m)]
         if len(live) != len(self.cp_machines) or any(self.stage(m) < 2 for m in live):
             return False  # one machine at a time
@@ -1787,7 +1858,7 @@ class Run:
     def scale_mds(self):
         moved = False
         for md in self.md_live.values():
-            desired = as_int(g(md, "spec", "replicas"), 1)
+            desired = replicas_of(g(md, "spec", "replicas"), 1)
             ms = self.machines_of_md(md)
             live = [m for m in ms if not deleting(m)]
             dying = [m for m in ms if deleting(m)]
@@ -2186,7 +2257,7 @@ class Run:
         gen = generation(kcp)
         cur = g(kcp, "status", default={})
         dying = deleting(kcp)
-        desired = as_int(g(kcp, "spec", "replicas"), 1)
+        desired = replicas_of(g(kcp, "spec", "replicas"), 1, 1)
         allm = self.cp_machines if kcp is self.kcp else []
         live, ready, avail, upd = self.counts(allm)
         init = bool(g(cur, "initialization", "controlPlaneInitialized") or g(cur, "initialized")) or any(
@@ -2291,7 +2362,7 @@ class Run:
         gen = generation(md)
         cur = g(md, "status", default={})
         dying = deleting(md)
-        desired = as_int(g(md, "spec", "replicas"), 1)
+        desired = replicas_of(g(md, "spec", "replicas"), 1)
         allm = self.machines_of_md(md)
         live, ready, avail, upd = self.counts(allm)
         mu = self.max_unavailable(md)
@@ -2627,7 +2698,7 @@ class Run:
                 return as_int(st.get(key), 0)
             return as_int(g(st, "v1beta2", key), 0)
 
-        cpc = {"desiredReplicas": as_int(g(kcp, "spec", "replicas"), 1) if kcp is not None else None,
+        cpc = {"desiredReplicas": replicas_of(g(kcp, "spec", "replicas"), 1, 1) if kcp is not None else None,
                "replicas": as_int(g(kcp_st, "replicas"), 0) if kcp_st else None,
                "readyReplicas": rep(kcp_st, "readyReplicas") if kcp_st else None,
                "availableReplicas": rep(kcp_st, "availableReplicas") if kcp_st else None,
@@ -2635,7 +2706,7 @@ class Run:
         wk = {"desiredReplicas": 0, "replicas": 0, "readyReplicas": 0, "availableReplicas": 0, "upToDateReplicas": 0}
         for md in self.mds:
             st = md_st.get(name_of(md))
-            wk["desiredReplicas"] += as_int(g(md, "spec", "replicas"), 1)
+            wk["desiredReplicas"] += replicas_of(g(md, "spec", "replicas"), 1)
             wk["replicas"] += as_int(g(st, "replicas"), 0)
             for k in ("readyReplicas", "availableReplicas", "upToDateReplicas"):
                 wk[k] += rep(st, k)
@@ -2693,6 +2764,7 @@ class Controller:
         self.require_clusterclass = args.require_clusterclass
         self.verbose = args.verbose
         self.workers = args.workers
+        self.stats = args.stats
         self.cache = Cache()
         self.queue = WorkQueue()
         self.stopping = threading.Event()
@@ -2778,7 +2850,9 @@ class Controller:
                     step = self.step
                 if st.due > time.monotonic() + step:
                     st.due = time.monotonic() + step
+                t0 = time.monotonic()
                 delay = run.run()
+                STATS.add("reconcile", 1, time.monotonic() - t0)
                 st.failures = 0
                 if delay is None:
                     with self.slock:
@@ -2803,6 +2877,16 @@ class Controller:
             if delay is not None and not self.stopping.is_set():
                 self.queue.add_after(key, delay)
 
+    def stats_loop(self):
+        last = time.monotonic()
+        while not self.stopping.wait(10.0):
+            now = time.monotonic()
+            c = STATS.take()
+            qlen = len(self.queue.queue)
+            log("stats %.0fs: %s; queue %d" % (now - last, ", ".join(
+                "%s %d (%.1f ms avg)" % (k, v[0], 1000 * v[1] / max(1, v[0])) for k, v in sorted(c.items())), qlen))
+            last = now
+
     def resync_loop(self):
         while not self.stopping.wait(self.resync):
             for k in self.cache.cluster_keys():
@@ -2822,6 +2906,8 @@ class Controller:
         threads = [threading.Thread(target=self.worker, args=(i,), daemon=True, name="worker-%d" % i)
                    for i in range(self.workers)]
         threads.append(threading.Thread(target=self.resync_loop, daemon=True, name="resync"))
+        if self.stats:
+            threads.append(threading.Thread(target=self.stats_loop, daemon=True, name="stats"))
         for t in threads:
             t.start()
         while not self.stopping.is_set():
@@ -2837,11 +2923,14 @@ def main(argv=None):
                    default=float(os.environ.get("CAPI_SIM_STEP_SECONDS", "0.5")),
                    help="time of one simulated step (env CAPI_SIM_STEP_SECONDS, default 0.5)")
     p.add_argument("--resync-seconds", type=float, default=10.0, help="reconcile every cluster this often")
-    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--workers", type=int, default=int(os.environ.get("CAPI_SIM_WORKERS", "8")),
+                   help="reconciles at once (env CAPI_SIM_WORKERS, default 8)")
     p.add_argument("--require-clusterclass", action="store_true",
                    help="a Cluster whose ClusterClass does not exist is not built")
     p.add_argument("--log-file", default=os.environ.get("CAPI_SIM_LOG"))
     p.add_argument("--verbose", action="store_true")
+    p.add_argument("--stats", action="store_true", default=bool(os.environ.get("CAPI_SIM_STATS")),
+                   help="log request and reconcile counts every 10 s (env CAPI_SIM_STATS)")
     args = p.parse_args(argv)
     global _log_file
     if args.log_file:

@@ -844,7 +844,69 @@ class SelfTest:
             self.stop(d)
         self.check("--require-clusterclass run: no rejected write in the controller log", not problems)
 
+    def cpu(self, d, name):
+        """CPU seconds (user+system) of the process start.sh wrote DIR/<name>.pid for."""
+        try:
+            pid = open(os.path.join(d, name + ".pid")).read().strip()
+            f = open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()
+            return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return float("nan")
+
+    def bench(self, n):
+        """n clusters of 3 control-plane + 2x2 workers at once, at the given step."""
+        print("# bench: %d clusters (3 cp + 2x2 workers each), step %.2fs" % (n, self.args.step), flush=True)
+        self.api = api = self.start(self.dir)
+        try:
+            names = ["kube-b%03d" % i for i in range(n)]
+            c0, s0 = self.cpu(self.dir, "capi_sim"), self.cpu(self.dir, "apiserver")
+            t = time.monotonic()
+            for nm in names:
+                api.ok("POST", path("clusters"), self.cluster_v2(nm, "v1.33.1", 3, [self.md("md-0", 2), self.md("md-1", 2)]))
+            t_post = time.monotonic() - t
+
+            def all_up():
+                cls = api.items("clusters")
+                ms = api.items("machines")
+                ok = [c for c in cls if cond_true(c, "Available") and current(c) and
+                      g(c, "status", "controlPlane", "readyReplicas") == 3 and
+                      g(c, "status", "workers", "readyReplicas") == 4]
+                running = sum(1 for m in ms if g(m, "status", "phase") == "Running")
+                self.progress = "%d/%d clusters Available, %d/%d machines Running" % (len(ok), n, running, 7 * n)
+                return len(ok) == n and running == 7 * n
+            last = [0.0]
+
+            def report():
+                r = all_up()
+                if time.monotonic() - last[0] > 5:
+                    print("#   %5.1fs %s" % (time.monotonic() - t, self.progress), flush=True)
+                    last[0] = time.monotonic()
+                return r
+            self.wait("all clusters Available", report, timeout=self.args.timeout * 20, interval=2.0)
+            t_up = time.monotonic() - t
+            c1, s1 = self.cpu(self.dir, "capi_sim"), self.cpu(self.dir, "apiserver")
+            self.check("bench: %d clusters (%d machines) Available in %.1f s (POSTs %.1f s); CPU controller %.1f s, "
+                       "stand-in %.1f s" % (n, 7 * n, t_up, t_post, c1 - c0, s1 - s0), True)
+            time.sleep(10)
+            c2, s2 = self.cpu(self.dir, "capi_sim"), self.cpu(self.dir, "apiserver")
+            self.check("bench: settled, 10 s idle: CPU controller %.2f s, stand-in %.2f s" % (c2 - c1, s2 - s1), True)
+            t = time.monotonic()
+            for nm in names:
+                api.ok("DELETE", path("clusters", name=nm))
+            self.wait("all gone", lambda: not api.items("clusters") and not api.items("machines") and
+                      not api.items("openstackmachines"), timeout=self.args.timeout * 20, interval=2.0)
+            c3, s3 = self.cpu(self.dir, "capi_sim"), self.cpu(self.dir, "apiserver")
+            self.check("bench: all deleted in %.1f s; CPU controller %.1f s, stand-in %.1f s" % (
+                time.monotonic() - t, c3 - c2, s3 - s2), True)
+            problems = self.log_problems(self.dir)
+            self.check("bench: no rejected write, no failed reconcile", not problems)
+        finally:
+            self.stop(self.dir)
+        print("sim selftest: %d checks passed" % self.n, flush=True)
+
     def run(self):
+        if self.args.bench:
+            return self.bench(self.args.bench)
         t0 = time.monotonic()
         self.timings = {}
         crds = os.environ.get("MAGNUM_TEST_CAPI_CRDS")
@@ -887,6 +949,8 @@ def main():
     p.add_argument("--timeout", type=float, default=60.0, help="limit of each wait, default 60 s")
     p.add_argument("--keep", action="store_true", help="keep the temporary directories (logs)")
     p.add_argument("--skip-clusterclass", action="store_true", help="skip the --require-clusterclass run")
+    p.add_argument("--bench", type=int, default=0, metavar="N",
+                   help="instead of the scenarios: N clusters at once (use with --step 0.5)")
     args = p.parse_args()
     st = SelfTest(args)
     code = 0
