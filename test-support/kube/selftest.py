@@ -972,10 +972,13 @@ def test_watch(t, c, env):
     t0 = time.monotonic()
     s = Stream(c, CM + "?watch=true&timeoutSeconds=1&resourceVersion=" + meta(c.get(CM))["resourceVersion"])
     end = s.next(timeout=4)
-    t.check("watch: timeoutSeconds=1 ends the stream after ~1 s", end is None and 0.9 < time.monotonic() - t0 < 2.5,
+    t.check("watch: timeoutSeconds=1 ends the stream after ~1 s", end is None and 0.9 < time.monotonic() - t0 < 4,
             (end, time.monotonic() - t0))
-    r = c.get(CM + "/sel-0")
-    t.check("watch: the connection stays usable (keep-alive) after a watch on another one", r.status == 200)
+    s.conn.request("GET", CM + "/sel-0", headers=c.headers())
+    r = s.conn.getresponse()
+    t.check("watch: the watch's connection is reused (keep-alive) after the stream ends",
+            r.status == 200 and json.loads(r.read())["metadata"]["name"] == "sel-0", r.status)
+    s.close()
     c.post("/_stand-in/compact", {})
     s = Stream(c, CM + "?watch=true&resourceVersion=" + rv)
     ev = s.next(timeout=3)
@@ -1074,7 +1077,7 @@ def test_faults(t, c):
     time.sleep(0.1)
     t0 = time.monotonic()
     ok = c.get(CM + "/sel-3").status == 200
-    t.check("stand-in: a hung request does not block others", ok and time.monotonic() - t0 < 1)
+    t.check("stand-in: a hung request (3 s delay fault) does not block others", ok and time.monotonic() - t0 < 2)
     th.join()
     c.post("/_stand-in/faults", {"verb": "create", "status": 429, "retry_after": 1, "count": 1, "path_regex": "configmaps"})
     r = c.post(CM, configmap("throttled"))

@@ -46,6 +46,11 @@ alive() { # pidfile script-name
     pid=$(cat "$1")
     [[ -n $pid && -r /proc/$pid/cmdline ]] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "$2"
 }
+# running() asks only whether a pid we just started still lives: right after the fork the child
+# is still a copy of this script, so its command line does not name the program yet.
+running() {
+    kill -0 "$1" 2>/dev/null && [[ $(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) != Z ]]
+}
 if alive "$dir/apiserver.pid" apiserver.py; then
     echo "start.sh: a stand-in already runs for $dir (pid $(cat "$dir/apiserver.pid")); stop.sh $dir first" >&2
     exit 1
@@ -113,7 +118,8 @@ rm -f "$dir/port"
 # setsid: the server gets its own session, so the caller's terminal or process group signals
 # do not reach it; stop.sh ends it by its pid.
 setsid "$py" "$here/apiserver.py" "${args[@]}" </dev/null >>"$dir/apiserver.log" 2>&1 &
-echo $! >"$dir/apiserver.pid"
+server_pid=$!
+echo $server_pid >"$dir/apiserver.pid"
 
 fail() {
     echo "start.sh: $1; the end of $dir/apiserver.log:" >&2
@@ -126,7 +132,7 @@ curl_k() {
 }
 port=
 for _ in $(seq 1 300); do
-    alive "$dir/apiserver.pid" apiserver.py || fail "the server exited"
+    running "$server_pid" || fail "the server exited"
     if [[ -z $port && -s $dir/port ]]; then port=$(cat "$dir/port"); fi
     if [[ -n $port ]] && [[ $(curl_k -o /dev/null -w '%{http_code}' "https://127.0.0.1:$port/readyz") == 200 ]]; then
         break
@@ -180,9 +186,10 @@ EOF
 if ((controller)) && [[ -f $here/capi_sim.py ]]; then
     setsid "$py" "$here/capi_sim.py" --kubeconfig "$dir/kubeconfig" --namespace magnum-system \
         ${sim_args[@]+"${sim_args[@]}"} </dev/null >>"$dir/capi_sim.log" 2>&1 &
-    echo $! >"$dir/capi_sim.pid"
+    sim_pid=$!
+    echo $sim_pid >"$dir/capi_sim.pid"
     sleep 0.5
-    if ! alive "$dir/capi_sim.pid" capi_sim.py; then
+    if ! running "$sim_pid"; then
         echo "start.sh: capi_sim.py exited; the end of $dir/capi_sim.log:" >&2
         tail -n 20 "$dir/capi_sim.log" >&2 || true
         bash "$here/stop.sh" "$dir" >&2 || true
