@@ -5,6 +5,7 @@ mod capi_source;
 pub mod certs;
 pub mod driver;
 mod handlers;
+pub mod health;
 mod heartbeat;
 pub mod notify;
 mod partition;

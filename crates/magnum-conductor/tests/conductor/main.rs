@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod health;
+
 use std::sync::Arc;
 use std::time::Duration;
 
