@@ -1619,7 +1619,7 @@ class Api:
             raise bad_request("metadata must be an object")
         return meta
 
-    def _normalize(self, ctx, rt, obj, old=None, status_only=False):
+    def _normalize(self, ctx, rt, obj, old=None):
         """Built-in shape rules, schema pruning/defaulting/validation and ObjectMeta checks, in
         place; raises Invalid (422) or, for fieldValidation=Strict and unknown fields, 400."""
         errors = []
@@ -2456,8 +2456,6 @@ class Server(http.server.ThreadingHTTPServer):
 META_CTYPE = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 META_LIST_CTYPE = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 AGGREGATED_CTYPE = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
-PATCH_TYPES = ("application/merge-patch+json", "application/json-patch+json",
-               "application/strategic-merge-patch+json", "application/apply-patch+yaml")
 
 
 class Route:
@@ -2604,7 +2602,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 auth = self.headers.get("Authorization") or ""
                 if auth.startswith("Bearer ") and auth[7:].strip() in self.server.tokens:
                     self.user = self.server.tokens[auth[7:].strip()]
-                    self.token_user = True
                 else:
                     raise ApiError(401, "Unauthorized", "Unauthorized")
             if path.startswith("/_stand-in/"):
@@ -3002,7 +2999,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return False
             self.connection.settimeout(0.05)
             try:
-                data = self.connection.recv(1)
+                self.connection.recv(1)
             except (ssl.SSLWantReadError, TimeoutError, socket.timeout):
                 return False
             finally:

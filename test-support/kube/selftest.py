@@ -625,6 +625,9 @@ def test_patches(t, c, schema):
     rv = meta(r)["resourceVersion"]
     r = c.patch(CM + "/patch-me", {"metadata": {"resourceVersion": "1"}, "data": {"q": "1"}})
     t.check("patch: a merge patch carrying a stale resourceVersion -> 409 Conflict", r.status == 409, r)
+    r = c.patch(CM + "/patch-me", {"metadata": {"resourceVersion": rv}, "data": {"q": "1"}})
+    t.check("patch: a merge patch carrying the current resourceVersion -> 200", r.status == 200 and r.json["data"]["q"] == "1", r)
+    r = c.patch(CM + "/patch-me", [{"op": "remove", "path": "/data/q"}], ctype=JSONP)
     r = c.patch(CM + "/patch-me", [{"op": "test", "path": "/data/x", "value": "1"},
                                    {"op": "add", "path": "/data/w", "value": "4"},
                                    {"op": "remove", "path": "/data/z"},
@@ -1039,7 +1042,7 @@ def test_watch_curl(t, c, env):
     threading.Thread(target=pump, daemon=True).start()
     try:
         c.post(CM, configmap("curl-0", labels={"curl": "1"}))
-        first = lines.get(timeout=5)
+        lines.get(timeout=5)  # the ADDED: the stream is up
         lat = []
         for i in range(1, 6):
             t0 = time.monotonic()
