@@ -96,10 +96,17 @@ impl Source for ConductorSource {
             .await
             .map_err(unavailable)?
             .map(|c| (c.id, c.secret));
-        let ca_bundle = match self.capi_client.ca_file.as_deref().filter(|f| !f.is_empty()) {
-            Some(f) => Some(tokio::fs::read_to_string(f).await.map_err(|e| {
-                Error::Internal(format!("[capi_client] ca_file {f}: {e}"))
-            })?),
+        let ca_bundle = match self
+            .capi_client
+            .ca_file
+            .as_deref()
+            .filter(|f| !f.is_empty())
+        {
+            Some(f) => Some(
+                tokio::fs::read_to_string(f)
+                    .await
+                    .map_err(|e| Error::Internal(format!("[capi_client] ca_file {f}: {e}")))?,
+            ),
             None => None,
         };
         let interface = self

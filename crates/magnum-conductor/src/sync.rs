@@ -189,10 +189,11 @@ async fn recover(inner: &Inner, cluster: Cluster, ngs: Vec<NodeGroup>) -> Result
         crate::handlers::dc(&cluster),
         magnum_db::model::nodegroups(&ngs),
     );
-    let report = match tokio::time::timeout(POLL_TIMEOUT, driver.poll_status(&seen, &seen_ngs)).await {
-        Ok(r) => r?,
-        Err(_) => return Ok(()),
-    };
+    let report =
+        match tokio::time::timeout(POLL_TIMEOUT, driver.poll_status(&seen, &seen_ngs)).await {
+            Ok(r) => r?,
+            Err(_) => return Ok(()),
+        };
     let complete = matches!(report.status, Some(S::CreateComplete | S::UpdateComplete));
     if !complete {
         return Ok(());

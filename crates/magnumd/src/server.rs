@@ -52,7 +52,8 @@ fn service_settings(cfg: &Config) -> ServiceSettings {
             .kubernetes_default_network_driver
             .clone(),
         default_boot_volume_size: i64::from(cfg.cinder.default_boot_volume_size),
-        drivers: vec!["simulated".into()],
+        // The drivers a conductor reading this magnum.conf registers.
+        drivers: magnum_conductor::driver::DriverRegistry::from_config(cfg).names(),
         default_driver: cfg.drivers.default_driver.clone(),
     }
 }

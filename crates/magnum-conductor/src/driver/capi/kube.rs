@@ -52,7 +52,12 @@ impl Kind {
     fn parts(self) -> (&'static str, &'static str, &'static str, &'static str) {
         match self {
             Kind::Cluster => ("cluster.x-k8s.io", "v1beta2", "Cluster", "clusters"),
-            Kind::ClusterClass => ("cluster.x-k8s.io", "v1beta2", "ClusterClass", "clusterclasses"),
+            Kind::ClusterClass => (
+                "cluster.x-k8s.io",
+                "v1beta2",
+                "ClusterClass",
+                "clusterclasses",
+            ),
             Kind::KubeadmControlPlane => (
                 "controlplane.cluster.x-k8s.io",
                 "v1beta2",
@@ -179,7 +184,9 @@ impl From<KubeError> for Error {
             KubeError::Refused { code: 409, .. } => Error::Conflict {
                 message: e.to_string(),
             },
-            KubeError::Refused { code: 400 | 422, .. } => Error::InvalidParameterValue {
+            KubeError::Refused {
+                code: 400 | 422, ..
+            } => Error::InvalidParameterValue {
                 message: e.to_string(),
             },
             other => Error::Internal(other.to_string()),
@@ -217,7 +224,8 @@ impl Management {
         config.connect_timeout = Some(timeout.min(Duration::from_secs(10)));
         config.read_timeout = Some(timeout);
         config.write_timeout = Some(timeout);
-        let client = kube::Client::try_from(config).map_err(|e| KubeError::Config(e.to_string()))?;
+        let client =
+            kube::Client::try_from(config).map_err(|e| KubeError::Config(e.to_string()))?;
         Ok(Self {
             client,
             namespace: cfg.namespace.clone(),
@@ -235,7 +243,10 @@ impl Management {
     /// Server-side apply of a rendered object, forced: the driver owns what it renders.
     pub async fn apply(&self, obj: &Value) -> Result<(), KubeError> {
         let kind = Kind::of(obj).ok_or_else(|| {
-            KubeError::Config(format!("rendered an object of unknown kind {}", obj["kind"]))
+            KubeError::Config(format!(
+                "rendered an object of unknown kind {}",
+                obj["kind"]
+            ))
         })?;
         let name = obj["metadata"]["name"].as_str().unwrap_or_default();
         let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -276,7 +287,11 @@ impl Management {
 
     /// Deletes in the background (owned objects go with it); already gone is fine.
     pub async fn delete(&self, kind: Kind, name: &str) -> Result<(), KubeError> {
-        match self.api(kind).delete(name, &DeleteParams::background()).await {
+        match self
+            .api(kind)
+            .delete(name, &DeleteParams::background())
+            .await
+        {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(KubeError::from_kube(format!("{} {name}", kind.name()), e)),

@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 use self::kube::{Kind, Management};
-use self::render::{Addons, Cas, CloudConfig, Inputs, CAPI_CLUSTER_LABEL, CLASS, UUID_LABEL};
+use self::render::{Addons, CAPI_CLUSTER_LABEL, CLASS, Cas, CloudConfig, Inputs, UUID_LABEL};
 use self::status::{Operation, Snapshot};
 use super::{ClusterChanges, Driver, NodegroupReport, Provides, StatusReport, StatusWaker};
 
@@ -104,10 +104,9 @@ impl CapiDriver {
     }
 
     fn source(&self) -> Result<&Arc<dyn Source>> {
-        self.shared
-            .source
-            .get()
-            .ok_or_else(|| Error::Internal("the Cluster API driver was not given its source".into()))
+        self.shared.source.get().ok_or_else(|| {
+            Error::Internal("the Cluster API driver was not given its source".into())
+        })
     }
 
     async fn mgmt(&self) -> Result<&Management> {
@@ -139,7 +138,10 @@ impl CapiDriver {
         if dir.is_empty() {
             return Addons::default();
         }
-        let driver = template.network_driver.clone().unwrap_or_else(|| "calico".into());
+        let driver = template
+            .network_driver
+            .clone()
+            .unwrap_or_else(|| "calico".into());
         let mut out = Addons::default();
         for file in [
             format!("cni/{driver}.yaml"),
@@ -155,10 +157,18 @@ impl CapiDriver {
     }
 
     /// Validation before anything changes (create, update, upgrade).
-    fn validate(&self, cluster: &Cluster, template: &ClusterTemplate, ngs: &[NodeGroup]) -> Result<()> {
-        let driver = template.network_driver.clone().unwrap_or_else(|| "calico".into());
+    fn validate(
+        &self,
+        cluster: &Cluster,
+        template: &ClusterTemplate,
+        ngs: &[NodeGroup],
+    ) -> Result<()> {
+        let driver = template
+            .network_driver
+            .clone()
+            .unwrap_or_else(|| "calico".into());
         let allowed = &self.shared.cfg.allowed_network_drivers;
-        if !allowed.iter().any(|d| *d == driver) {
+        if !allowed.contains(&driver) {
             return Err(Error::InvalidParameterValue {
                 message: format!(
                     "Network driver {driver} is not supported by the Cluster API driver (supported: {}).",
@@ -173,14 +183,18 @@ impl CapiDriver {
             .sum();
         if masters < 1 || masters % 2 == 0 {
             return Err(Error::InvalidParameterValue {
-                message: format!("Master node count must be an odd number of at least 1 (asked for {masters})."),
+                message: format!(
+                    "Master node count must be an odd number of at least 1 (asked for {masters})."
+                ),
             });
         }
         let version = render::effective(cluster, template, "kube_tag")
             .unwrap_or_else(|| self.shared.cfg.default_kube_tag.clone());
         if parse_version(&version).is_none() {
             return Err(Error::InvalidParameterValue {
-                message: format!("Label kube_tag={version} is not a Kubernetes version (vMAJOR.MINOR.PATCH)."),
+                message: format!(
+                    "Label kube_tag={version} is not a Kubernetes version (vMAJOR.MINOR.PATCH)."
+                ),
             });
         }
         Ok(())
@@ -214,7 +228,9 @@ impl CapiDriver {
         with_secrets: bool,
     ) -> Result<()> {
         let mgmt = self.mgmt().await?;
-        let (cloud, cas, addons) = self.inputs_parts(ctx, cluster, template, with_secrets).await?;
+        let (cloud, cas, addons) = self
+            .inputs_parts(ctx, cluster, template, with_secrets)
+            .await?;
         let inputs = Inputs {
             cluster,
             template,
@@ -262,7 +278,10 @@ impl CapiDriver {
             .unwrap_or(render::WORKER_CLASS)
             .to_owned();
         let mut mds = Vec::new();
-        for ng in ngs.iter().filter(|n| n.role != NodegroupRole::Master && !deleting(n)) {
+        for ng in ngs
+            .iter()
+            .filter(|n| n.role != NodegroupRole::Master && !deleting(n))
+        {
             let mut md = existing
                 .iter()
                 .find(|m| m["name"] == ng.name.as_str())
@@ -290,7 +309,10 @@ impl CapiDriver {
             .map(drop)
             .map_err(|e| match e {
                 ::kube::Error::Api(s) if s.code == 409 || s.code == 422 => Error::Conflict {
-                    message: format!("Cluster {name} changed meanwhile; try again ({})", s.message),
+                    message: format!(
+                        "Cluster {name} changed meanwhile; try again ({})",
+                        s.message
+                    ),
                 },
                 other => Error::ServiceUnavailable {
                     message: format!("the management cluster cannot be reached: {other}"),
@@ -299,17 +321,27 @@ impl CapiDriver {
     }
 
     /// Re-renders (or patches an adopted) cluster with `ngs` as its nodegroups.
-    async fn reconcile(&self, ctx: &RequestContext, cluster: &Cluster, ngs: &[NodeGroup]) -> Result<()> {
+    async fn reconcile(
+        &self,
+        ctx: &RequestContext,
+        cluster: &Cluster,
+        ngs: &[NodeGroup],
+    ) -> Result<()> {
         let stack_id = stack_id_of(cluster)?;
         if let Some(live) = self.adopted(stack_id).await? {
             return self.patch_adopted(&live, ngs).await;
         }
         let template = self.source()?.template(cluster).await?;
-        self.apply_cluster(ctx, cluster, &template, ngs, stack_id, false).await
+        self.apply_cluster(ctx, cluster, &template, ngs, stack_id, false)
+            .await
     }
 
     /// The cluster's nodegroups with `changed` in place of its stored row.
-    async fn nodegroups_with(&self, cluster: &Cluster, changed: &NodeGroup) -> Result<Vec<NodeGroup>> {
+    async fn nodegroups_with(
+        &self,
+        cluster: &Cluster,
+        changed: &NodeGroup,
+    ) -> Result<Vec<NodeGroup>> {
         let mut ngs = self.source()?.nodegroups(cluster).await?;
         match ngs.iter_mut().find(|n| n.uuid == changed.uuid) {
             Some(n) => *n = changed.clone(),
@@ -412,7 +444,7 @@ fn nodegroup_report(
     let found = v.nodegroups.iter().find(|n| n.name == ng.name);
     let (status, reason) = if ng.role == NodegroupRole::Master {
         let s = match v.status {
-            s if s == S::DeleteComplete => return None,
+            S::DeleteComplete => return None,
             s => s,
         };
         (s, v.reason.clone().filter(|_| s != complete_of(op)))
@@ -424,20 +456,43 @@ fn nodegroup_report(
             r.deleted = true;
             return Some(r);
         }
-        (S::DeleteInProgress, Some("Waiting for its MachineDeployment to go".into()))
+        (
+            S::DeleteInProgress,
+            Some("Waiting for its MachineDeployment to go".into()),
+        )
     } else {
         match found {
             Some(n) => (n.status, n.reason.clone()),
-            None if cluster_exists => (in_progress_of(op), Some("Waiting for its MachineDeployment to appear".into())),
+            None if cluster_exists => (
+                in_progress_of(op),
+                Some("Waiting for its MachineDeployment to appear".into()),
+            ),
             None => return None,
         }
     };
+    // A nodegroup keeps its own operation (a new nodegroup is being created while its
+    // cluster is being updated).
+    let status = own_operation(ng.status, status);
     if Some(status) == ng.status && reason == ng.status_reason {
         return None;
     }
     r.status = Some(status);
     r.status_reason = Some(reason);
     Some(r)
+}
+
+/// `verdict`'s outcome (in progress, complete, failed) under the nodegroup's own action.
+fn own_operation(current: Option<S>, verdict: S) -> S {
+    let create = matches!(current, Some(S::CreateInProgress | S::CreateFailed));
+    if !create {
+        return verdict;
+    }
+    match verdict {
+        S::UpdateInProgress => S::CreateInProgress,
+        S::UpdateComplete => S::CreateComplete,
+        S::UpdateFailed => S::CreateFailed,
+        other => other,
+    }
 }
 
 fn complete_of(op: Operation) -> S {
@@ -458,7 +513,9 @@ fn in_progress_of(op: Operation) -> S {
 
 fn class_of(c: &Value) -> Option<&str> {
     let t = &c["spec"]["topology"];
-    t["classRef"]["name"].as_str().or_else(|| t["class"].as_str())
+    t["classRef"]["name"]
+        .as_str()
+        .or_else(|| t["class"].as_str())
 }
 
 fn stack_id_of(cluster: &Cluster) -> Result<&str> {
@@ -476,7 +533,11 @@ pub fn parse_version(v: &str) -> Option<(u32, u32, u32)> {
     let v = v.trim().trim_start_matches('v');
     let core = v.split(['-', '+']).next()?;
     let mut parts = core.split('.').map(|p| p.parse::<u32>().ok());
-    let (major, minor, patch) = (parts.next()??, parts.next()??, parts.next().flatten().unwrap_or(0));
+    let (major, minor, patch) = (
+        parts.next()??,
+        parts.next()??,
+        parts.next().flatten().unwrap_or(0),
+    );
     Some((major, minor, patch))
 }
 
@@ -614,7 +675,9 @@ impl Driver for CapiDriver {
         }
         if !nodegroup.is_default && parse_version(&to) != parse_version(&from) {
             return Err(Error::NotSupported {
-                operation: "Upgrading one nodegroup to another Kubernetes version than the control plane's".into(),
+                operation:
+                    "Upgrading one nodegroup to another Kubernetes version than the control plane's"
+                        .into(),
             });
         }
         let mut upgraded = cluster.clone();
@@ -689,12 +752,19 @@ impl Driver for CapiDriver {
         self.reconcile(ctx, cluster, &ngs).await
     }
 
-    async fn poll_status(&self, cluster: &Cluster, nodegroups: &[NodeGroup]) -> Result<StatusReport> {
+    async fn poll_status(
+        &self,
+        cluster: &Cluster,
+        nodegroups: &[NodeGroup],
+    ) -> Result<StatusReport> {
         let mut report = self.snapshot_report(cluster, nodegroups).await?;
         if report.status == Some(S::DeleteComplete) {
             // The Cluster is gone: its Secrets and addons go now (they outlive it so CAPI
             // can finish with them).
-            if !self.remove_objects(cluster, cluster.stack_id.as_deref()).await {
+            if !self
+                .remove_objects(cluster, cluster.stack_id.as_deref())
+                .await
+            {
                 report.status = None;
                 report.status_reason = Some(Some(
                     "Waiting to remove the cluster's Secrets from the management cluster".into(),
@@ -744,6 +814,7 @@ impl CapiDriver {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -755,7 +826,10 @@ mod tests {
         assert!(check_upgrade("v1.33.1", "v1.34.2").is_ok());
         assert!(check_upgrade("v1.33.1", "v1.33.4").is_ok());
         let skip = check_upgrade("v1.33.1", "v1.35.0").unwrap_err().to_string();
-        assert!(skip.contains("one minor version at a time (to v1.34.x first)"), "{skip}");
+        assert!(
+            skip.contains("one minor version at a time (to v1.34.x first)"),
+            "{skip}"
+        );
         let down = check_upgrade("v1.33.1", "v1.32.9").unwrap_err().to_string();
         assert!(down.contains("Cannot downgrade"), "{down}");
         assert!(check_upgrade("v1.33.1", "v2.0.0").is_err());
@@ -765,6 +839,10 @@ mod tests {
     fn stack_ids_look_like_magnum_cluster_apis() {
         let id = random_stack_id();
         assert!(id.starts_with("kube-") && id.len() == 10, "{id}");
-        assert!(id[5..].bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()));
+        assert!(
+            id[5..]
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        );
     }
 }

@@ -181,9 +181,14 @@ fn ca_secret(name: &str, i: &Inputs<'_>, pair: &KeyPair) -> Value {
 /// deleted.
 fn is_worker(ng: &Nodegroup) -> bool {
     ng.role != NodegroupRole::Master
-        && !ng
-            .status
-            .is_some_and(|s| matches!(s, ClusterStatus::DeleteInProgress | ClusterStatus::DeleteComplete | ClusterStatus::DeleteFailed))
+        && !ng.status.is_some_and(|s| {
+            matches!(
+                s,
+                ClusterStatus::DeleteInProgress
+                    | ClusterStatus::DeleteComplete
+                    | ClusterStatus::DeleteFailed
+            )
+        })
 }
 
 fn image_ref(image: &str) -> Value {
@@ -322,7 +327,12 @@ pub fn render(i: &Inputs<'_>) -> Vec<Value> {
         if let Some(ca) = &cloud.ca_bundle {
             data["cacert"] = json!(b64(ca));
         }
-        out.push(secret(&format!("{}-cloud-config", i.stack_id), i, "Opaque", data));
+        out.push(secret(
+            &format!("{}-cloud-config", i.stack_id),
+            i,
+            "Opaque",
+            data,
+        ));
     }
     if let Some(cas) = i.cas {
         for (suffix, pair) in [
@@ -340,7 +350,12 @@ pub fn render(i: &Inputs<'_>) -> Vec<Value> {
         for (file, text) in &i.addons.manifests {
             data.insert(file.clone(), json!(b64(text)));
         }
-        out.push(secret(&name, i, "addons.cluster.x-k8s.io/resource-set", Value::Object(data)));
+        out.push(secret(
+            &name,
+            i,
+            "addons.cluster.x-k8s.io/resource-set",
+            Value::Object(data),
+        ));
         out.push(json!({
             "apiVersion": Kind::ClusterResourceSet.api_version(),
             "kind": "ClusterResourceSet",
@@ -404,13 +419,13 @@ pub fn cluster_class(namespace: &str) -> Vec<Value> {
             "apiVersion": Kind::OpenStackMachineTemplate.api_version(),
             "kind": "OpenStackMachineTemplate",
             "metadata": shared_meta(&cp_machine, namespace),
-            "spec": {"template": {"spec": {"flavor": "placeholder"}}},
+            "spec": {"template": {"spec": {"flavor": "placeholder", "image": {"filter": {"name": "placeholder"}}}}},
         }),
         json!({
             "apiVersion": Kind::OpenStackMachineTemplate.api_version(),
             "kind": "OpenStackMachineTemplate",
             "metadata": shared_meta(&worker_machine, namespace),
-            "spec": {"template": {"spec": {"flavor": "placeholder"}}},
+            "spec": {"template": {"spec": {"flavor": "placeholder", "image": {"filter": {"name": "placeholder"}}}}},
         }),
         json!({
             "apiVersion": Kind::KubeadmControlPlaneTemplate.api_version(),
@@ -606,7 +621,12 @@ pub(crate) mod tests {
         }
     }
 
-    fn inputs<'a>(c: &'a Cluster, t: &'a ClusterTemplate, ngs: &'a [Nodegroup], addons: &'a Addons) -> Inputs<'a> {
+    fn inputs<'a>(
+        c: &'a Cluster,
+        t: &'a ClusterTemplate,
+        ngs: &'a [Nodegroup],
+        addons: &'a Addons,
+    ) -> Inputs<'a> {
         Inputs {
             cluster: c,
             template: t,
@@ -645,16 +665,36 @@ pub(crate) mod tests {
         assert_eq!(topo["controlPlane"]["replicas"], 3);
         let mds = topo["workers"]["machineDeployments"].as_array().unwrap();
         let names: Vec<&str> = mds.iter().map(|m| m["name"].as_str().unwrap()).collect();
-        assert_eq!(names, ["default-worker", "gpu"], "a deleting nodegroup is left out");
+        assert_eq!(
+            names,
+            ["default-worker", "gpu"],
+            "a deleting nodegroup is left out"
+        );
         assert_eq!(mds[0]["replicas"], 2);
         assert_eq!(mds[1]["failureDomain"], "az2");
-        assert_eq!(mds[1]["variables"]["overrides"][0], json!({"name": "flavor", "value": "g1"}));
+        assert_eq!(
+            mds[1]["variables"]["overrides"][0],
+            json!({"name": "flavor", "value": "g1"})
+        );
         let var = |n: &str| {
-            topo["variables"].as_array().unwrap().iter().find(|v| v["name"] == n).unwrap()["value"].clone()
+            topo["variables"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|v| v["name"] == n)
+                .unwrap()["value"]
+                .clone()
         };
-        assert_eq!(var("flavor"), "m1.small", "the cluster's flavor over the template's");
+        assert_eq!(
+            var("flavor"),
+            "m1.small",
+            "the cluster's flavor over the template's"
+        );
         assert_eq!(var("controlPlaneFlavor"), "m1.large");
-        assert_eq!(var("image"), json!({"filter": {"name": "ubuntu-2204-kube"}}));
+        assert_eq!(
+            var("image"),
+            json!({"filter": {"name": "ubuntu-2204-kube"}})
+        );
         assert_eq!(var("identityRef")["name"], "kube-ab12c-cloud-config");
         assert_eq!(var("dnsNameservers"), json!(["1.1.1.1"]));
         // Rendering is pure: the same inputs give the same objects.
@@ -692,7 +732,13 @@ pub(crate) mod tests {
         let objs = render(&i);
         let names: Vec<String> = objs
             .iter()
-            .map(|o| format!("{}/{}", o["kind"].as_str().unwrap(), o["metadata"]["name"].as_str().unwrap()))
+            .map(|o| {
+                format!(
+                    "{}/{}",
+                    o["kind"].as_str().unwrap(),
+                    o["metadata"]["name"].as_str().unwrap()
+                )
+            })
             .collect();
         assert_eq!(
             names,
@@ -708,15 +754,29 @@ pub(crate) mod tests {
             ]
         );
         let decode = |v: &Value| {
-            String::from_utf8(base64::engine::general_purpose::STANDARD.decode(v.as_str().unwrap()).unwrap()).unwrap()
+            String::from_utf8(
+                base64::engine::general_purpose::STANDARD
+                    .decode(v.as_str().unwrap())
+                    .unwrap(),
+            )
+            .unwrap()
         };
         assert_eq!(decode(&objs[1]["data"]["tls.key"]), "KEY k8s");
         assert_eq!(objs[1]["type"], "cluster.x-k8s.io/secret");
         let clouds: Value = serde_json::from_str(&decode(&objs[0]["data"]["clouds.yaml"])).unwrap();
-        assert_eq!(clouds["clouds"]["default"]["auth"]["application_credential_id"], "id1");
+        assert_eq!(
+            clouds["clouds"]["default"]["auth"]["application_credential_id"],
+            "id1"
+        );
         assert_eq!(clouds["clouds"]["default"]["region_name"], "RegionOne");
-        assert_eq!(objs[6]["spec"]["clusterSelector"]["matchLabels"][UUID_LABEL], c.uuid.as_str());
+        assert_eq!(
+            objs[6]["spec"]["clusterSelector"]["matchLabels"][UUID_LABEL],
+            c.uuid.as_str()
+        );
         // Secrets never show in Debug output.
-        assert!(!format!("{cas:?}{cloud:?}").contains("KEY") && !format!("{cloud:?}").contains("s3cret"));
+        assert!(
+            !format!("{cas:?}{cloud:?}").contains("KEY")
+                && !format!("{cloud:?}").contains("s3cret")
+        );
     }
 }

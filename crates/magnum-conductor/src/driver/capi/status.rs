@@ -373,15 +373,18 @@ pub fn evaluate(op: Operation, snap: &Snapshot<'_>) -> Verdict {
         let blocked = snap
             .openstack_cluster
             .and_then(|o| failure(o).map(|f| format!("{} {}: {f}", kind_of(o), name(o))))
-            .or_else(|| snap.openstack_cluster.and_then(|o| waiting_on(o, &["Ready"])))
+            .or_else(|| {
+                snap.openstack_cluster
+                    .and_then(|o| waiting_on(o, &["Ready"]))
+            })
             .or_else(|| {
                 condition(cluster, "Deleting")
                     .filter(|c| !c.message.is_empty())
                     .map(|c| format!("Cluster {} Deleting: {}", name(cluster), c.message))
             });
-        v.reason = Some(blocked.unwrap_or_else(|| {
-            format!("Cluster API is deleting Cluster {}", name(cluster))
-        }));
+        v.reason = Some(
+            blocked.unwrap_or_else(|| format!("Cluster API is deleting Cluster {}", name(cluster))),
+        );
         return v;
     }
 

@@ -139,7 +139,11 @@ impl Cache {
 
 /// The Magnum cluster an object belongs to: its own `cluster-uuid` label, else its CAPI
 /// Cluster's.
-fn uuid_of(kind: Kind, o: &DynamicObject, clusters: Option<&Store<DynamicObject>>) -> Option<String> {
+fn uuid_of(
+    kind: Kind,
+    o: &DynamicObject,
+    clusters: Option<&Store<DynamicObject>>,
+) -> Option<String> {
     if let Some(u) = label(o, UUID_LABEL) {
         return Some(u.to_owned());
     }

@@ -1,0 +1,701 @@
+//! The Cluster API driver with the real `openstack coe` client and a real Keystone, against
+//! the Kubernetes API stand-in and the simulated CAPI/CAPO controller of test-support/kube
+//! (no Kubernetes API server can be installed here; see its README). The stand-in checks
+//! every object against the real CRD schemas when ../shared/fixtures/capi-crds is present.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use crate::client::{Cli, repo_root};
+use crate::lifecycle::{openssl, pem, show};
+
+/// The stand-in and the simulated controller, stopped on drop.
+pub(crate) struct Kube {
+    dir: PathBuf,
+    pub(crate) server: String,
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+    pub(crate) kubeconfig: PathBuf,
+    pub(crate) validated: bool,
+}
+
+impl Drop for Kube {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(repo_root().join("test-support/kube/stop.sh"))
+            .arg(&self.dir)
+            .output();
+    }
+}
+
+fn kubeconfig_field(text: &str, name: &str) -> String {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix(&format!("{name}: ")))
+        .unwrap_or_else(|| panic!("no {name} in the stand-in's kubeconfig"))
+        .trim()
+        .trim_matches('"')
+        .to_owned()
+}
+
+impl Kube {
+    /// Starts both under `dir` (step time of the simulated controller in seconds).
+    pub(crate) fn start(dir: &Path, step: &str) -> Self {
+        let out = Command::new("bash")
+            .arg(repo_root().join("test-support/kube/start.sh"))
+            .arg(dir)
+            .env("CAPI_SIM_STEP_SECONDS", step)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "test-support/kube/start.sh failed: {}{}",
+            crate::text(&out.stdout),
+            crate::text(&out.stderr)
+        );
+        let kubeconfig = dir.join("kubeconfig");
+        let text = std::fs::read_to_string(&kubeconfig).unwrap();
+        let decode = |field: &str, file: &str| {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(kubeconfig_field(&text, field))
+                .unwrap();
+            let path = dir.join(file);
+            std::fs::write(&path, bytes).unwrap();
+            path
+        };
+        let ready = std::fs::read_to_string(dir.join("apiserver.log")).unwrap_or_default();
+        let validated = !ready.contains("crd-schemas: absent");
+        if !validated {
+            eprintln!(
+                "NOTE: ../shared/fixtures/capi-crds is absent: the stand-in did NOT validate objects against the CRD schemas"
+            );
+        }
+        Self {
+            server: kubeconfig_field(&text, "server"),
+            ca: decode("certificate-authority-data", "test-ca.pem"),
+            cert: decode("client-certificate-data", "test-client.pem"),
+            key: decode("client-key-data", "test-client.key"),
+            dir: dir.to_owned(),
+            kubeconfig,
+            validated,
+        }
+    }
+
+    fn curl(&self, args: &[&str]) -> Value {
+        let out = Command::new("curl")
+            .args(["-sS", "--max-time", "10", "--cacert"])
+            .arg(&self.ca)
+            .arg("--cert")
+            .arg(&self.cert)
+            .arg("--key")
+            .arg(&self.key)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "curl {args:?}: {}",
+            crate::text(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("curl {args:?}: {e}: {}", crate::text(&out.stdout)))
+    }
+
+    pub(crate) fn get(&self, path: &str) -> Value {
+        self.curl(&[&format!("{}{path}", self.server)])
+    }
+
+    /// A merge patch as the test's own field manager (the faults' annotations).
+    pub(crate) fn merge(&self, path: &str, body: &Value) -> Value {
+        self.curl(&[
+            "-X",
+            "PATCH",
+            "-H",
+            "Content-Type: application/merge-patch+json",
+            "--data",
+            &body.to_string(),
+            &format!("{}{path}?fieldManager=test", self.server),
+        ])
+    }
+
+    /// Items of a namespaced list in magnum-system, with a label selector.
+    pub(crate) fn list(&self, group_version: &str, plural: &str, selector: &str) -> Vec<Value> {
+        let base = if group_version == "v1" {
+            "/api/v1".to_owned()
+        } else {
+            format!("/apis/{group_version}")
+        };
+        let sel: String = selector
+            .bytes()
+            .map(|b| match b {
+                b'=' => "%3D".to_owned(),
+                b',' => "%2C".to_owned(),
+                b'/' => "%2F".to_owned(),
+                _ => char::from(b).to_string(),
+            })
+            .collect();
+        let v = self.get(&format!(
+            "{base}/namespaces/magnum-system/{plural}?labelSelector={sel}"
+        ));
+        v["items"].as_array().cloned().unwrap_or_default()
+    }
+}
+
+pub(crate) const CLUSTERS: &str = "cluster.x-k8s.io/v1beta2";
+
+/// Polls `cluster show` until `done`; fails on a timeout with the last answer.
+pub(crate) fn wait_for(
+    cli: &Cli,
+    cloud: &str,
+    cluster: &str,
+    secs: u64,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let c = show(cli, cloud, cluster);
+        if done(&c) {
+            return c;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{cluster}: timed out; last: {} {}",
+            c["status"],
+            c["status_reason"]
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn status_is(want: &'static str) -> impl Fn(&Value) -> bool {
+    move |c: &Value| {
+        let s = c["status"].as_str().unwrap_or_default();
+        assert!(
+            s == want || !s.ends_with("_FAILED"),
+            "expected {want}, got {s}: {}",
+            c["status_reason"]
+        );
+        s == want
+    }
+}
+
+/// magnumd serving with Keystone and the Cluster API driver pointed at the stand-in.
+pub(crate) struct Stack {
+    pub(crate) cli: Cli,
+    pub(crate) kube: Kube,
+    pub(crate) work: tempfile::TempDir,
+    _running: crate::client::Running,
+}
+
+pub(crate) fn stack(step: &str, extra_conf: &str) -> Option<Stack> {
+    if !magnum_testkit::flag("MAGNUM_TEST_KEYSTONE") {
+        magnum_testkit::skip("MAGNUM_TEST_KEYSTONE is not 1");
+        return None;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let kube = Kube::start(&work.path().join("kube"), step);
+    let api_port = magnum_testkit::free_port();
+    let (mut running, env) = crate::client::start_keystone(work.path(), api_port);
+    let db = work.path().join("magnum.sqlite");
+    let conf = crate::write_conf(
+        work.path(),
+        "magnum.conf",
+        &format!(
+            "[DEFAULT]\nstate_path = {state}\n\n[api]\nhost = 127.0.0.1\nport = {api_port}\n\n\
+             [database]\nconnection = sqlite:///{db}\n\n{ks}\n\
+             [certificates]\ncert_manager_type = x509keypair\n\n\
+             [drivers]\ndefault_driver = k8s_capi\n\n\
+             [conductor]\nsync_interval = 5\n\n\
+             [cluster_api]\nenabled = true\nkubeconfig = {kubeconfig}\n\n{extra_conf}",
+            state = work.path().display(),
+            db = db.display(),
+            ks = crate::client::authtoken_section(&env),
+            kubeconfig = kube.kubeconfig.display(),
+        ),
+    );
+    assert!(
+        crate::magnumd(&["--config-file", &conf, "db", "upgrade"])
+            .status
+            .success()
+    );
+    let log = std::fs::File::create(work.path().join("magnumd.log")).unwrap();
+    running.api = Some(crate::spawn_magnumd(&conf, "serve", log, api_port));
+    Some(Stack {
+        cli: Cli::keystone(&env),
+        kube,
+        work,
+        _running: running,
+    })
+}
+
+const CLOUD: &str = "demo-member";
+
+fn template(cli: &Cli, name: &str, kube_tag: &str) -> Value {
+    let label = format!("kube_tag={kube_tag}");
+    cli.create_template(
+        CLOUD,
+        name,
+        "ubuntu-2204-kube",
+        &[
+            "--network-driver",
+            "calico",
+            "--flavor",
+            "m1.medium",
+            "--master-flavor",
+            "m1.large",
+            "--label",
+            &label,
+        ],
+    )
+}
+
+/// The CAPI objects of a Magnum cluster still in the stand-in (Clusters, Secrets,
+/// ClusterResourceSets labelled with its uuid; Machines and MachineDeployments of its name).
+fn leftovers(kube: &Kube, uuid: &str, stack_id: &str) -> Vec<String> {
+    let mut left = Vec::new();
+    let by_uuid = format!("cluster-uuid={uuid}");
+    let by_name = format!("cluster.x-k8s.io/cluster-name={stack_id}");
+    for (gv, plural, sel) in [
+        (CLUSTERS, "clusters", &by_uuid),
+        ("v1", "secrets", &by_uuid),
+        ("v1", "secrets", &by_name),
+        (
+            "addons.cluster.x-k8s.io/v1beta2",
+            "clusterresourcesets",
+            &by_uuid,
+        ),
+        (CLUSTERS, "machines", &by_name),
+        (CLUSTERS, "machinedeployments", &by_name),
+        (
+            "controlplane.cluster.x-k8s.io/v1beta2",
+            "kubeadmcontrolplanes",
+            &by_name,
+        ),
+        (
+            "infrastructure.cluster.x-k8s.io/v1beta1",
+            "openstackclusters",
+            &by_name,
+        ),
+    ] {
+        for item in kube.list(gv, plural, sel) {
+            left.push(format!(
+                "{plural}/{}",
+                item["metadata"]["name"].as_str().unwrap_or("?")
+            ));
+        }
+    }
+    left
+}
+
+#[test]
+fn a_cluster_api_cluster_lives_its_whole_life_through_the_openstack_client() {
+    let Some(st) = stack("0.2", "") else { return };
+    let (cli, kube) = (&st.cli, &st.kube);
+    let t = template(cli, "capi-133", "v1.33.1");
+    assert_eq!(t["driver"], "k8s_capi", "{t}");
+    template(cli, "capi-134", "v1.34.2");
+    template(cli, "capi-136", "v1.36.0");
+
+    // Create: CREATE_COMPLETE with the API address and version from the CAPI Cluster.
+    cli.ok(
+        CLOUD,
+        &[
+            "coe",
+            "cluster",
+            "create",
+            "life",
+            "--cluster-template",
+            "capi-133",
+            "--master-count",
+            "1",
+            "--node-count",
+            "2",
+        ],
+    );
+    let c = wait_for(cli, CLOUD, "life", 120, status_is("CREATE_COMPLETE"));
+    let uuid = c["uuid"].as_str().unwrap().to_owned();
+    let stack_id = c["cluster_id"].as_str().unwrap().to_owned();
+    assert!(stack_id.starts_with("kube-") && stack_id.len() == 10, "{c}");
+    assert!(
+        c["api_address"].as_str().unwrap().starts_with("https://"),
+        "{c}"
+    );
+    assert_eq!(c["coe_version"], "v1.33.1", "{c}");
+    let capi = kube.get(&format!(
+        "/apis/{CLUSTERS}/namespaces/magnum-system/clusters/{stack_id}"
+    ));
+    assert_eq!(capi["metadata"]["labels"]["cluster-uuid"], uuid.as_str());
+    assert_eq!(capi["spec"]["topology"]["classRef"]["name"], "magnum-rs-v1");
+    assert_eq!(capi["spec"]["topology"]["controlPlane"]["replicas"], 1);
+    assert_eq!(
+        capi["spec"]["topology"]["workers"]["machineDeployments"][0]["replicas"],
+        2
+    );
+    for suffix in ["ca", "etcd", "proxy", "sa"] {
+        let s = kube.get(&format!(
+            "/api/v1/namespaces/magnum-system/secrets/{stack_id}-{suffix}"
+        ));
+        assert_eq!(s["type"], "cluster.x-k8s.io/secret", "{suffix}");
+    }
+
+    // `cluster config`: the kubeconfig's CA is the one in the cluster's `-ca` Secret (what
+    // kubeadm adopted), so the client certificate works against the built cluster.
+    let kube_dir = st.work.path().join("life-kube");
+    std::fs::create_dir_all(&kube_dir).unwrap();
+    cli.ok(
+        CLOUD,
+        &[
+            "coe",
+            "cluster",
+            "config",
+            "life",
+            "--dir",
+            kube_dir.to_str().unwrap(),
+            "--force",
+        ],
+    );
+    let kc = std::fs::read_to_string(kube_dir.join("config")).unwrap();
+    let server = kubeconfig_field(&kc, "server");
+    assert_eq!(server, c["api_address"].as_str().unwrap());
+    let ca_secret = kube.get(&format!(
+        "/api/v1/namespaces/magnum-system/secrets/{stack_id}-ca"
+    ));
+    let secret_ca = base64::engine::general_purpose::STANDARD
+        .decode(ca_secret["data"]["tls.crt"].as_str().unwrap())
+        .unwrap();
+    let config_ca = base64::engine::general_purpose::STANDARD
+        .decode(kubeconfig_field(&kc, "certificate-authority-data"))
+        .unwrap();
+    assert_eq!(pem(&crate::text(&secret_ca)), pem(&crate::text(&config_ca)));
+    let ca_file = st.work.path().join("capi-ca.pem");
+    let client_file = st.work.path().join("capi-client.pem");
+    std::fs::write(&ca_file, &secret_ca).unwrap();
+    std::fs::write(
+        &client_file,
+        base64::engine::general_purpose::STANDARD
+            .decode(kubeconfig_field(&kc, "client-certificate-data"))
+            .unwrap(),
+    )
+    .unwrap();
+    let verified = openssl(&[
+        "verify",
+        "-CAfile",
+        ca_file.to_str().unwrap(),
+        client_file.to_str().unwrap(),
+    ]);
+    assert!(crate::text(&verified.stdout).contains(": OK"));
+
+    // Resize 2 -> 1 naming the node to remove: that Machine is the one that goes.
+    let md_sel = format!(
+        "cluster.x-k8s.io/cluster-name={stack_id},topology.cluster.x-k8s.io/deployment-name=default-worker"
+    );
+    let workers = kube.list(CLUSTERS, "machines", &md_sel);
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    let victim = workers[1]["metadata"]["name"].as_str().unwrap().to_owned();
+    let server_id = workers[1]["spec"]["providerID"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("openstack:///")
+        .to_owned();
+    cli.ok(
+        CLOUD,
+        &[
+            "coe",
+            "cluster",
+            "resize",
+            "life",
+            "1",
+            "--nodes-to-remove",
+            &server_id,
+        ],
+    );
+    wait_for(cli, CLOUD, "life", 120, |c| {
+        c["status"] == "UPDATE_COMPLETE" && c["node_count"] == 1
+    });
+    let left: Vec<String> = kube
+        .list(CLUSTERS, "machines", &md_sel)
+        .iter()
+        .map(|m| m["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(
+        !left.contains(&victim),
+        "{victim} should have gone: {left:?}"
+    );
+
+    // Nodegroup create, then delete until its MachineDeployment is gone.
+    cli.ok(
+        CLOUD,
+        &[
+            "coe",
+            "nodegroup",
+            "create",
+            "life",
+            "extra",
+            "--node-count",
+            "1",
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let ng = cli.json(CLOUD, &["coe", "nodegroup", "show", "life", "extra"]);
+        if ng["status"] == "CREATE_COMPLETE" {
+            break;
+        }
+        assert!(
+            !ng["status"]
+                .as_str()
+                .unwrap_or_default()
+                .ends_with("FAILED"),
+            "{ng}"
+        );
+        assert!(Instant::now() < deadline, "{ng}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let extra_sel = format!(
+        "cluster.x-k8s.io/cluster-name={stack_id},topology.cluster.x-k8s.io/deployment-name=extra"
+    );
+    assert_eq!(
+        kube.list(CLUSTERS, "machinedeployments", &extra_sel).len(),
+        1
+    );
+    cli.ok(CLOUD, &["coe", "nodegroup", "delete", "life", "extra"]);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let listed = cli.json(CLOUD, &["coe", "nodegroup", "list", "life"]);
+        let names: Vec<&str> = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|n| n["name"].as_str())
+            .collect();
+        if !names.contains(&"extra") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nodegroup extra never went: {listed}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(
+        kube.list(CLUSTERS, "machinedeployments", &extra_sel)
+            .is_empty()
+    );
+    assert!(kube.list(CLUSTERS, "machines", &extra_sel).is_empty());
+
+    // An upgrade that skips a minor version is refused with nothing changed.
+    let before = show(cli, CLOUD, "life");
+    cli.refused(
+        CLOUD,
+        &["coe", "cluster", "upgrade", "life", "capi-136"],
+        400,
+        "one minor version at a time",
+    );
+    let after = show(cli, CLOUD, "life");
+    assert_eq!(after["status"], before["status"]);
+    assert_eq!(after["cluster_template_id"], before["cluster_template_id"]);
+    assert_eq!(after["labels"], before["labels"]);
+    let capi = kube.get(&format!(
+        "/apis/{CLUSTERS}/namespaces/magnum-system/clusters/{stack_id}"
+    ));
+    assert_eq!(capi["spec"]["topology"]["version"], "v1.33.1");
+
+    // Upgrade one minor: every Machine ends at the new version.
+    cli.ok(CLOUD, &["coe", "cluster", "upgrade", "life", "capi-134"]);
+    let c = wait_for(cli, CLOUD, "life", 180, |c| {
+        c["status"] == "UPDATE_COMPLETE" && c["coe_version"] == "v1.34.2"
+    });
+    assert_eq!(c["labels"]["kube_tag"], "v1.34.2");
+    let machines = kube.list(
+        CLUSTERS,
+        "machines",
+        &format!("cluster.x-k8s.io/cluster-name={stack_id}"),
+    );
+    assert!(!machines.is_empty());
+    for m in &machines {
+        assert_eq!(m["spec"]["version"], "v1.34.2", "{m}");
+    }
+
+    // CA rotation: refused cleanly, nothing changed.
+    let before = show(cli, CLOUD, "life");
+    cli.refused(
+        CLOUD,
+        &["coe", "ca", "rotate", "life"],
+        400,
+        "not supported",
+    );
+    let after = show(cli, CLOUD, "life");
+    assert_eq!(after["status"], before["status"]);
+
+    // Delete: nothing of it is left in the management cluster.
+    cli.ok(CLOUD, &["coe", "cluster", "delete", "life"]);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let listed = cli.json(CLOUD, &["coe", "cluster", "list"]);
+        if listed.as_array().is_some_and(Vec::is_empty) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never deleted: {listed}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let left = leftovers(kube, &uuid, &stack_id);
+    assert!(left.is_empty(), "left in the management cluster: {left:?}");
+    eprintln!(
+        "capi lifecycle: done (CRD validation {})",
+        if kube.validated {
+            "on"
+        } else {
+            "OFF: ../shared/fixtures/capi-crds absent"
+        }
+    );
+    let _ = json!({});
+}
+
+const FAULT: &str = "capi-sim.magnum-rs.dev/fault";
+
+fn cluster_path(stack_id: &str) -> String {
+    format!("/apis/{CLUSTERS}/namespaces/magnum-system/clusters/{stack_id}")
+}
+
+fn set_fault(kube: &Kube, stack_id: &str, fault: Option<&str>) {
+    kube.merge(
+        &cluster_path(stack_id),
+        &json!({"metadata": {"annotations": {FAULT: fault}}}),
+    );
+}
+
+/// Waits until the cluster has its CAPI name (the create cast was handled).
+fn stack_id_of(cli: &Cli, name: &str) -> String {
+    let c = wait_for(cli, CLOUD, name, 60, |c| {
+        c["cluster_id"].as_str().is_some_and(|s| !s.is_empty())
+    });
+    c["cluster_id"].as_str().unwrap().to_owned()
+}
+
+/// The first Machine condition message of the cluster containing `needle`, if any.
+fn machine_message(kube: &Kube, stack_id: &str, needle: &str) -> Option<String> {
+    let machines = kube.list(
+        CLUSTERS,
+        "machines",
+        &format!("cluster.x-k8s.io/cluster-name={stack_id}"),
+    );
+    machines.iter().find_map(|m| {
+        m["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .filter_map(|c| c["message"].as_str())
+            .find(|t| t.contains(needle))
+            .map(str::to_owned)
+    })
+}
+
+#[test]
+fn cluster_api_faults_show_their_root_cause_time_out_recover_and_block_a_delete() {
+    let Some(st) = stack("1.0", "") else { return };
+    let (cli, kube) = (&st.cli, &st.kube);
+    template(cli, "capi", "v1.33.1");
+
+    // A Machine stuck on quota: its message is the cluster's status_reason within one watch
+    // event of the Machine showing it; the latency of three such clusters is the figure.
+    let mut latencies = Vec::new();
+    for i in 0..3 {
+        let name = format!("quota{i}");
+        let mut args = vec![
+            "coe",
+            "cluster",
+            "create",
+            name.as_str(),
+            "--cluster-template",
+            "capi",
+            "--node-count",
+            "1",
+        ];
+        if i == 0 {
+            args.extend(["--timeout", "1"]);
+        }
+        cli.ok(CLOUD, &args);
+        let stack_id = stack_id_of(cli, &name);
+        set_fault(kube, &stack_id, Some("quota"));
+        let deadline = Instant::now() + Duration::from_secs(90);
+        let seen_in_kube = loop {
+            if machine_message(kube, &stack_id, "Quota exceeded for instances").is_some() {
+                break Instant::now();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name}: the simulated quota fault never showed"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let c = wait_for(cli, CLOUD, &name, 30, |c| {
+            c["status_reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("Quota exceeded for instances"))
+        });
+        latencies.push(seen_in_kube.elapsed());
+        assert_eq!(c["status"], "CREATE_IN_PROGRESS", "{c}");
+        let reason = c["status_reason"].as_str().unwrap();
+        assert!(
+            reason.starts_with("Machine "),
+            "the reason names the Machine: {reason}"
+        );
+    }
+    latencies.sort();
+    eprintln!(
+        "capi: condition change to API (status_reason), 3 clusters: median {:?}, max {:?} (includes the openstack client's own time per poll)",
+        latencies[1], latencies[2]
+    );
+
+    // Past create_timeout (1 minute) the cluster is CREATE_FAILED with a reason; when the
+    // controller finishes afterwards, it becomes CREATE_COMPLETE.
+    let failed = wait_for(cli, CLOUD, "quota0", 150, |c| {
+        c["status"] == "CREATE_FAILED"
+    });
+    assert!(
+        failed["status_reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("create_timeout"),
+        "{failed}"
+    );
+    let stack0 = failed["cluster_id"].as_str().unwrap().to_owned();
+    set_fault(kube, &stack0, None);
+    let recovered = wait_for(cli, CLOUD, "quota0", 90, |c| {
+        c["status"] == "CREATE_COMPLETE"
+    });
+    assert!(recovered["status_reason"].is_null(), "{recovered}");
+    assert!(recovered["api_address"].as_str().is_some(), "{recovered}");
+
+    // A delete held up by the infrastructure shows why; it finishes once unblocked.
+    let stack1 = show(cli, CLOUD, "quota1")["cluster_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    set_fault(kube, &stack1, Some("delete-blocked"));
+    cli.ok(CLOUD, &["coe", "cluster", "delete", "quota1"]);
+    let blocked = wait_for(cli, CLOUD, "quota1", 90, |c| {
+        c["status"] == "DELETE_IN_PROGRESS"
+            && c["status_reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("load balancer"))
+    });
+    eprintln!("capi: blocked delete reads: {}", blocked["status_reason"]);
+    set_fault(kube, &stack1, None);
+    for name in ["quota0", "quota2"] {
+        cli.ok(CLOUD, &["coe", "cluster", "delete", name]);
+    }
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let listed = cli.json(CLOUD, &["coe", "cluster", "list"]);
+        if listed.as_array().is_some_and(Vec::is_empty) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never deleted: {listed}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
