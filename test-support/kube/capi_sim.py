@@ -900,7 +900,12 @@ def aggregate(items, label, true_reason, false_reason, unknown_reason, empty_rea
         else:
             shown = ", ".join(names[:3]) + (", ... (%d more)" % (len(names) - 3) if len(names) > 3 else "")
             head = "* %ss %s" % (label, shown)
-        lines.append(head + (":\n" + indent(msg) if msg else ""))
+        if not msg:
+            lines.append(head)
+        elif "\n" in msg or msg.startswith("* "):
+            lines.append(head + ":\n" + indent(msg))
+        else:
+            lines.append(head + ": " + msg)
     return ("False" if bad else "Unknown"), (false_reason if bad else unknown_reason), "\n".join(lines)
 
 
@@ -915,8 +920,14 @@ def summary(parts, negative=()):
         (unk if st == "Unknown" else bad).append((typ, c))
     if not bad and not unk:
         return "True", ""
-    msg = "\n".join("* %s: %s" % (t, (c.get("message") or c.get("reason") or "").replace("\n", "\n  "))
-                    for t, c in bad + unk)
+    lines = []
+    for t, c in bad + unk:
+        m = c.get("message") or c.get("reason") or ""
+        if "\n" in m or m.startswith("* "):
+            lines.append("* %s:\n%s" % (t, indent(m)))
+        else:
+            lines.append("* %s: %s" % (t, m))
+    msg = "\n".join(lines)
     return ("False" if bad else "Unknown"), msg
 
 
