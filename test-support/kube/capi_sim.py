@@ -688,12 +688,15 @@ class Watcher(threading.Thread):
                     rv = None
                     continue
                 if e.code in (404, 403) and not self.complained:
-                    log("watch %s/%s: %s (retrying)" % (self.kind, self.ver, e))
+                    # Not served (a CRD missing) or not allowed: count it as empty so that the
+                    # other kinds go on, and keep trying.
+                    log("watch %s/%s: %s (retrying every 2 s)" % (self.kind, self.ver, e))
                     self.complained = True
+                    self.synced.set()
                 elif e.code not in (404, 403):
                     log("watch %s/%s: %s" % (self.kind, self.ver, e))
                 rv = None
-                self.ctl.stopping.wait(1.0)
+                self.ctl.stopping.wait(2.0 if e.code in (404, 403) else 1.0)
             except (OSError, http.client.HTTPException, ValueError) as e:
                 # A dropped stream (not a clean end): list again, events may have been lost.
                 if self.ctl.verbose:
@@ -867,10 +870,6 @@ def cond1(typ, status, reason=None, severity=None, message=None):
     elif message:
         c["message"] = message[:10240]
     return c
-
-
-def tf(b):
-    return "True" if b else "False"
 
 
 def indent(msg, n=2):
