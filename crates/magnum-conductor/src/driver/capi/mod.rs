@@ -193,7 +193,7 @@ impl CapiDriver {
         if parse_version(&version).is_none() {
             return Err(Error::InvalidParameterValue {
                 message: format!(
-                    "Label kube_tag={version} is not a Kubernetes version (vMAJOR.MINOR.PATCH)."
+                    "The kube_tag label must be a Kubernetes version, vMAJOR.MINOR.PATCH (got {version})."
                 ),
             });
         }
@@ -544,20 +544,22 @@ pub fn parse_version(v: &str) -> Option<(u32, u32, u32)> {
 /// Whether `from` may become `to`: no downgrade, one minor at a time (CAPI's rule; its
 /// webhook refused only after mcapi had changed the status, #630).
 pub fn check_upgrade(from: &str, to: &str) -> Result<()> {
+    // The client shows an error's text up to its first full stop, and versions are full of
+    // dots: the rule comes first in each message.
     let (Some(f), Some(t)) = (parse_version(from), parse_version(to)) else {
         return Err(Error::InvalidParameterValue {
-            message: format!("Cannot upgrade from {from} to {to}: not Kubernetes versions."),
+            message: format!("Kubernetes versions look like vMAJOR.MINOR.PATCH ({from} to {to})."),
         });
     };
     if t < f {
         return Err(Error::InvalidParameterValue {
-            message: format!("Cannot downgrade Kubernetes from {from} to {to}."),
+            message: format!("Kubernetes cannot be downgraded (from {from} to {to})."),
         });
     }
     if t.0 != f.0 || t.1 > f.1 + 1 {
         return Err(Error::InvalidParameterValue {
             message: format!(
-                "Cannot upgrade Kubernetes from {from} to {to}: upgrade one minor version at a time (to v{}.{}.x first).",
+                "Kubernetes can be upgraded only one minor version at a time (from {from} to v{}.{}.x first, not {to}).",
                 f.0,
                 f.1 + 1
             ),
@@ -831,7 +833,10 @@ mod tests {
             "{skip}"
         );
         let down = check_upgrade("v1.33.1", "v1.32.9").unwrap_err().to_string();
-        assert!(down.contains("Cannot downgrade"), "{down}");
+        assert!(
+            down.starts_with("Kubernetes cannot be downgraded"),
+            "{down}"
+        );
         assert!(check_upgrade("v1.33.1", "v2.0.0").is_err());
     }
 

@@ -286,7 +286,11 @@ fn deployment_verdict(op: Operation, md: &Value, machines: &[Value]) -> Nodegrou
         .or_else(|| replicas(md, "upToDateReplicas"))
         .unwrap_or(0);
     let total = replicas(md, "replicas").unwrap_or(0);
-    let settled = current(md) && ready == wanted && updated == wanted && total == wanted;
+    let draining = own
+        .iter()
+        .any(|m| s(m, &["metadata", "deletionTimestamp"]).is_some());
+    let settled =
+        current(md) && ready == wanted && updated == wanted && total == wanted && !draining;
     if settled {
         return NodegroupVerdict {
             name: ng_name,
@@ -415,7 +419,21 @@ pub fn evaluate(op: Operation, snap: &Snapshot<'_>) -> Verdict {
 
     let cp_ready = snap.control_plane.is_some_and(|k| control_plane(k).0);
     let workers_done = v.nodegroups.iter().all(|n| n.status == op.complete());
-    if current(cluster) && cluster_available(cluster) && cp_ready && workers_done {
+    // A rollout is over only when no Machine is still going and every one runs the
+    // cluster's version (the counters can settle while an old Machine drains).
+    let machines_settled = snap.machines.iter().all(|m| {
+        s(m, &["metadata", "deletionTimestamp"]).is_none()
+            && match (&v.coe_version, text(m, &["spec", "version"])) {
+                (Some(want), Some(has)) => *want == has,
+                _ => true,
+            }
+    });
+    if current(cluster)
+        && cluster_available(cluster)
+        && cp_ready
+        && workers_done
+        && machines_settled
+    {
         v.status = op.complete();
         v.reason = None;
         return v;
