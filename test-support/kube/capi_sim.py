@@ -425,6 +425,8 @@ class KubeConfig:
                 cert, key = os.path.join(base, cert), os.path.join(base, key or cert)
             if cert:
                 ctx.load_cert_chain(cert, key)
+            # The context holds the key now: the copies written from the kubeconfig go at once.
+            self.cleanup()
             self.ctx = ctx
         else:
             self.server_name = self.host
