@@ -829,7 +829,7 @@ mod tests {
         assert!(check_upgrade("v1.33.1", "v1.33.4").is_ok());
         let skip = check_upgrade("v1.33.1", "v1.35.0").unwrap_err().to_string();
         assert!(
-            skip.contains("one minor version at a time (to v1.34.x first)"),
+            skip.starts_with("Kubernetes can be upgraded only one minor version at a time (from v1.33.1 to v1.34.x first"),
             "{skip}"
         );
         let down = check_upgrade("v1.33.1", "v1.32.9").unwrap_err().to_string();
