@@ -176,6 +176,14 @@ impl Conductor {
             });
         }
         workers.start(crate::heartbeat::Heartbeat(self.inner.clone()));
+        if let Some(interval) = self.inner.settings.health_interval
+            && self.inner.settings.periodic_enable
+        {
+            workers.start(crate::health::worker::HealthPoll {
+                state: self.inner.clone(),
+                interval,
+            });
+        }
         let rx = self.inner.wake_rx.lock().ok().and_then(|mut g| g.take());
         if let Some(rx) = rx {
             workers.start(StatusSync {

@@ -30,6 +30,8 @@ pub struct ConductorSettings {
     pub report_interval: Duration,
     /// `[DEFAULT] service_down_time`: how long a silent conductor still owns its clusters.
     pub service_down_time: Duration,
+    /// `[kubernetes] health_polling_interval`; `None`: no health polls (negative).
+    pub health_interval: Option<Duration>,
 }
 
 impl ConductorSettings {
@@ -40,6 +42,9 @@ impl ConductorSettings {
             sync_interval: Duration::from_secs(u64::from(cfg.conductor.sync_interval)),
             report_interval: Duration::from_secs(u64::from(cfg.conductor.report_interval)),
             service_down_time: Duration::from_secs(u64::from(cfg.default.service_down_time)),
+            health_interval: u64::try_from(cfg.kubernetes.health_polling_interval)
+                .ok()
+                .map(|s| Duration::from_secs(s.max(1))),
         }
     }
 }

@@ -82,7 +82,7 @@ pub(crate) async fn run(
 }
 
 /// The conductors sharing the sweep now (one read of `magnum_service`).
-async fn members(inner: &Inner) -> Result<Members> {
+pub(crate) async fn members(inner: &Inner) -> Result<Members> {
     let rows = inner.db.magnum_services().of_binary(BINARY).await?;
     let s = &inner.settings;
     let window = ownership_window(s.service_down_time, s.sync_interval, s.report_interval);

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use magnum_core::model::{Cluster, ClusterTemplate, Nodegroup as NodeGroup};
 use magnum_core::{RequestContext, Result};
 
-use super::{ClusterChanges, Driver, Provides, StatusReport};
+use super::{ClusterChanges, Driver, HealthReport, Provides, StatusReport};
 
 pub(super) struct Metered {
     inner: Arc<dyn Driver>,
@@ -171,6 +171,15 @@ impl Driver for Metered {
     async fn rotate_credential(&self, ctx: &RequestContext, cluster: &Cluster) -> Result<()> {
         let call = self.inner.rotate_credential(ctx, cluster);
         self.timed("rotate_credential", call).await
+    }
+
+    fn probes_workload_health(&self) -> bool {
+        self.inner.probes_workload_health()
+    }
+
+    async fn management_health(&self, cluster: &Cluster) -> Result<Option<HealthReport>> {
+        let call = self.inner.management_health(cluster);
+        self.timed("management_health", call).await
     }
 }
 

@@ -170,6 +170,25 @@ pub trait Driver: Send + Sync {
             operation: "Credential rotation by this driver".into(),
         })
     }
+
+    /// Whether the health worker probes this driver's clusters' Kubernetes API over mTLS
+    /// (`/healthz` and the nodes) with Magnum's admin client certificate.
+    fn probes_workload_health(&self) -> bool {
+        false
+    }
+
+    /// Health as the backend sees it, for when the workload API cannot be reached; `None`:
+    /// the backend cannot tell.
+    async fn management_health(&self, _cluster: &Cluster) -> Result<Option<HealthReport>> {
+        Ok(None)
+    }
+}
+
+/// A cluster's health and upstream's reason dict (values are strings).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HealthReport {
+    pub status: ClusterHealthStatus,
+    pub reason: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Upstream's `ClusterDriverNotSupported` / `ClusterTypeNotSupported` texts.

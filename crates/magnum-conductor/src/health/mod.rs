@@ -17,6 +17,7 @@
 //!   address changes (CA rotation), and dropped when the cluster is no longer polled.
 
 mod probe;
+pub(crate) mod worker;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

@@ -78,6 +78,7 @@ async fn env_with_drivers(
             sync_interval: Duration::from_millis(500),
             report_interval: Duration::from_millis(200),
             service_down_time: Duration::from_secs(180),
+            health_interval: None,
         },
     );
     sim.set_waker(conductor.waker());

@@ -122,6 +122,19 @@ impl Kube {
         ])
     }
 
+    /// A create (POST) of a JSON body; the server's answer (the object, or a Status).
+    pub(crate) fn post(&self, path: &str, body: &Value) -> Value {
+        self.curl(&[
+            "-X",
+            "POST",
+            "-H",
+            "Content-Type: application/json",
+            "--data",
+            &body.to_string(),
+            &format!("{}{path}", self.server),
+        ])
+    }
+
     /// Items of a namespaced list in magnum-system, with a label selector.
     pub(crate) fn list(&self, group_version: &str, plural: &str, selector: &str) -> Vec<Value> {
         let base = if group_version == "v1" {
@@ -171,7 +184,7 @@ pub(crate) fn wait_for(
     }
 }
 
-fn status_is(want: &'static str) -> impl Fn(&Value) -> bool {
+pub(crate) fn status_is(want: &'static str) -> impl Fn(&Value) -> bool {
     move |c: &Value| {
         let s = c["status"].as_str().unwrap_or_default();
         assert!(
@@ -189,6 +202,8 @@ pub(crate) struct Stack {
     pub(crate) kube: Kube,
     pub(crate) work: tempfile::TempDir,
     pub(crate) api_port: u16,
+    /// magnumd's SQLite database.
+    pub(crate) db: PathBuf,
     _running: crate::client::Running,
 }
 
@@ -230,6 +245,7 @@ pub(crate) fn stack(step: &str, extra_conf: &str) -> Option<Stack> {
         kube,
         work,
         api_port,
+        db,
         _running: running,
     })
 }
@@ -257,7 +273,7 @@ fn template(cli: &Cli, name: &str, kube_tag: &str) -> Value {
 
 /// The CAPI objects of a Magnum cluster still in the stand-in (Clusters, Secrets,
 /// ClusterResourceSets labelled with its uuid; Machines and MachineDeployments of its name).
-fn leftovers(kube: &Kube, uuid: &str, stack_id: &str) -> Vec<String> {
+pub(crate) fn leftovers(kube: &Kube, uuid: &str, stack_id: &str) -> Vec<String> {
     let mut left = Vec::new();
     let by_uuid = format!("cluster-uuid={uuid}");
     let by_name = format!("cluster.x-k8s.io/cluster-name={stack_id}");
@@ -295,7 +311,9 @@ fn leftovers(kube: &Kube, uuid: &str, stack_id: &str) -> Vec<String> {
 
 #[test]
 fn a_cluster_api_cluster_lives_its_whole_life_through_the_openstack_client() {
-    let Some(st) = stack("0.2", "") else { return };
+    let Some(st) = stack("0.2", "[kubernetes]\nhealth_polling_interval = 1\n") else {
+        return;
+    };
     let (cli, kube) = (&st.cli, &st.kube);
     let t = template(cli, "capi-133", "v1.33.1");
     assert_eq!(t["driver"], "k8s_capi", "{t}");
@@ -391,6 +409,17 @@ fn a_cluster_api_cluster_lives_its_whole_life_through_the_openstack_client() {
     ]);
     assert!(crate::text(&verified.stdout).contains(": OK"));
 
+    // The workload API, as a loopback server with a certificate from the cluster's own CA
+    // (its key is in the `-ca` Secret) that checks client certificates against that CA:
+    // the health worker probes it over mTLS with Magnum's admin certificate. CAPI keeps a
+    // Cluster's controlPlaneEndpoint once set, so pointing it here moves the API address at
+    // the next status sync (the resize below).
+    let workload = WorkloadApi::start(st.work.path(), &secret_ca, &ca_secret);
+    kube.merge(
+        &cluster_path(&stack_id),
+        &json!({"spec": {"controlPlaneEndpoint": {"host": "127.0.0.1", "port": workload.port}}}),
+    );
+
     // Resize 2 -> 1 naming the node to remove: that Machine is the one that goes.
     let md_sel = format!(
         "cluster.x-k8s.io/cluster-name={stack_id},topology.cluster.x-k8s.io/deployment-name=default-worker"
@@ -427,6 +456,26 @@ fn a_cluster_api_cluster_lives_its_whole_life_through_the_openstack_client() {
     assert!(
         !left.contains(&victim),
         "{victim} should have gone: {left:?}"
+    );
+
+    let c = wait_for(cli, CLOUD, "life", 60, |c| {
+        c["health_status"] == "HEALTHY" && c["health_status_reason"]["source"] == "workload API"
+    });
+    assert_eq!(
+        c["api_address"],
+        format!("https://127.0.0.1:{}", workload.port)
+    );
+    assert_eq!(c["health_status_reason"]["node-a.Ready"], "True", "{c}");
+    assert_eq!(c["health_status_reason"]["api"], "ok", "{c}");
+    // Its API gone, the health comes from the management cluster and says so.
+    drop(workload);
+    let c = wait_for(cli, CLOUD, "life", 60, |c| {
+        c["health_status_reason"]["source"] == "management cluster"
+    });
+    assert_eq!(c["health_status"], "HEALTHY", "{c}");
+    assert!(
+        c["health_status_reason"]["workload_api"].as_str().is_some(),
+        "{c}"
     );
 
     // Nodegroup create, then delete until its MachineDeployment is gone.
@@ -556,6 +605,86 @@ fn a_cluster_api_cluster_lives_its_whole_life_through_the_openstack_client() {
         }
     );
     let _ = json!({});
+}
+
+/// test-support/kube/workload_api.py: the cluster's API for the health worker.
+struct WorkloadApi {
+    port: u16,
+    _child: magnum_testkit::ChildGuard,
+}
+
+impl WorkloadApi {
+    fn start(work: &Path, ca_pem: &[u8], ca_secret: &Value) -> Self {
+        let dir = work.join("workload-api");
+        std::fs::create_dir_all(&dir).unwrap();
+        let (ca, ca_key) = (dir.join("ca.pem"), dir.join("ca.key"));
+        std::fs::write(&ca, ca_pem).unwrap();
+        let key_pem = base64::engine::general_purpose::STANDARD
+            .decode(ca_secret["data"]["tls.key"].as_str().unwrap())
+            .unwrap();
+        std::fs::write(&ca_key, key_pem).unwrap();
+        let (key, csr, cert, ext) = (
+            dir.join("server.key"),
+            dir.join("server.csr"),
+            dir.join("server.pem"),
+            dir.join("ext.cnf"),
+        );
+        std::fs::write(&ext, "subjectAltName=IP:127.0.0.1\n").unwrap();
+        let p = |x: &PathBuf| x.to_str().unwrap().to_owned();
+        openssl(&[
+            "req",
+            "-new",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=kube-apiserver",
+            "-keyout",
+            &p(&key),
+            "-out",
+            &p(&csr),
+        ]);
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &p(&csr),
+            "-CA",
+            &p(&ca),
+            "-CAkey",
+            &p(&ca_key),
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-extfile",
+            &p(&ext),
+            "-out",
+            &p(&cert),
+        ]);
+        let port_file = dir.join("port");
+        let child = magnum_testkit::ChildGuard::new(
+            Command::new("python3")
+                .arg(repo_root().join("test-support/kube/workload_api.py"))
+                .args([p(&ca), p(&cert), p(&key), p(&port_file)])
+                .spawn()
+                .unwrap(),
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let port = loop {
+            if let Some(port) = std::fs::read_to_string(&port_file)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+            {
+                break port;
+            }
+            assert!(Instant::now() < deadline, "workload_api.py did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        Self {
+            port,
+            _child: child,
+        }
+    }
 }
 
 const FAULT: &str = "capi-sim.magnum-rs.dev/fault";

@@ -7,6 +7,7 @@
 //! namespace, names and labels, another ClusterClass) are changed with a guarded JSON patch
 //! of their topology instead, leaving their class and variables as they are.
 
+mod health;
 pub mod kube;
 pub mod render;
 pub mod status;
@@ -25,7 +26,9 @@ use tokio::sync::OnceCell;
 use self::kube::{Kind, Management};
 use self::render::{Addons, CAPI_CLUSTER_LABEL, CLASS, Cas, CloudConfig, Inputs, UUID_LABEL};
 use self::status::{Operation, Snapshot};
-use super::{ClusterChanges, Driver, NodegroupReport, Provides, StatusReport, StatusWaker};
+use super::{
+    ClusterChanges, Driver, HealthReport, NodegroupReport, Provides, StatusReport, StatusWaker,
+};
 
 /// The driver's own name, and magnum-cluster-api's entry points (drivers.md §2), so the
 /// clusters and templates of an upstream database keep working after the switch.
@@ -752,6 +755,24 @@ impl Driver for CapiDriver {
         deleting.status = Some(S::DeleteInProgress);
         let ngs = self.nodegroups_with(cluster, &deleting).await?;
         self.reconcile(ctx, cluster, &ngs).await
+    }
+
+    fn probes_workload_health(&self) -> bool {
+        true
+    }
+
+    /// From the management cluster (magnum-cluster-api's only source, §4.6): the control
+    /// plane's availability and each Machine's node, keyed by node name (#263 keyed them by
+    /// Machine), with the source named so a reader knows the workload API did not answer.
+    async fn management_health(&self, cluster: &Cluster) -> Result<Option<HealthReport>> {
+        let Some(stack_id) = cluster.stack_id.as_deref().filter(|s| !s.is_empty()) else {
+            return Ok(None);
+        };
+        let objects = self.cache().await?.snapshot(stack_id).await?;
+        let Some(kcp) = objects.control_plane.as_ref() else {
+            return Ok(None);
+        };
+        Ok(Some(health::from_management(kcp, &objects.machines)))
     }
 
     async fn poll_status(

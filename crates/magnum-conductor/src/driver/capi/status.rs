@@ -128,6 +128,11 @@ fn is_true(obj: &Value, kind: &str) -> bool {
     condition(obj, kind).is_some_and(|c| c.status == "True")
 }
 
+/// Whether `obj`'s condition `kind` is True, in either API version's shape.
+pub fn is_condition_true(obj: &Value, kind: &str) -> bool {
+    is_true(obj, kind)
+}
+
 /// Whether the object's status describes its current spec. An object without status (just
 /// created) is not current, and never an error (mcapi dropped such polls).
 fn current(obj: &Value) -> bool {

@@ -1,0 +1,231 @@
+//! The health worker: every `[kubernetes] health_polling_interval` seconds, the clusters this
+//! conductor owns (the status sweep's partition) whose driver serves a Kubernetes API are
+//! probed over mTLS; when a workload API does not answer, the driver's management-side view
+//! is recorded instead, and when neither can tell, UNKNOWN (upstream kept a stale HEALTHY).
+//! Every reason names the source that answered.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use magnum_core::status::ClusterHealthStatus as H;
+use magnum_core::{RequestContext, Result};
+use magnum_db::repo::cluster::Cluster;
+use serde_json::{Map, Value, json};
+
+use super::{HealthProber, HealthSettings, ProbeOutcome, ProbeTarget};
+use crate::certs::ClusterCertRefs;
+use crate::driver::Driver;
+use crate::state::Inner;
+use crate::worker::{Worker, WorkerContext, WorkerError};
+use crate::x509::KeyPairPem;
+
+/// Statuses upstream's health task polls (conductor.md §5.2), less the deleting ones: a
+/// cluster on its way out has no health worth recording.
+const POLLED: [&str; 7] = [
+    "CREATE_IN_PROGRESS",
+    "CREATE_FAILED",
+    "CREATE_COMPLETE",
+    "UPDATE_IN_PROGRESS",
+    "UPDATE_COMPLETE",
+    "UPDATE_FAILED",
+    "ROLLBACK_IN_PROGRESS",
+];
+
+pub(crate) struct HealthPoll {
+    pub(crate) state: Arc<Inner>,
+    pub(crate) interval: Duration,
+}
+
+/// A cluster's CA and decrypted admin pair, kept between rounds so a round does not decrypt
+/// every key again; replaced when the cluster's certificate references change (rotation).
+struct Material {
+    refs: ClusterCertRefs,
+    ca_pem: String,
+    client: KeyPairPem,
+}
+
+impl Worker for HealthPoll {
+    fn name(&self) -> &'static str {
+        "health-poll"
+    }
+
+    async fn run(self, ctx: WorkerContext) -> std::result::Result<(), WorkerError> {
+        let prober = HealthProber::new(HealthSettings::default());
+        let mut material: HashMap<String, Material> = HashMap::new();
+        let mut tick = tokio::time::interval(self.interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = ctx.stopped() => return Ok(()),
+                _ = tick.tick() => {
+                    if let Err(e) = round(&self.state, &prober, &mut material).await {
+                        tracing::warn!(error = %e, "health round failed");
+                        ctx.error(format!("health round failed: {e}"));
+                    }
+                    ctx.running();
+                }
+            }
+        }
+    }
+}
+
+async fn round(
+    inner: &Arc<Inner>,
+    prober: &HealthProber,
+    material: &mut HashMap<String, Material>,
+) -> Result<()> {
+    let members = crate::sync::members(inner).await?;
+    let mut owned = inner.db.clusters().uuids_with_status(&POLLED).await?;
+    owned.retain(|u| members.owns(u));
+    if owned.is_empty() {
+        material.clear();
+        return Ok(());
+    }
+    let clusters = inner
+        .db
+        .clusters()
+        .with_status_among(&POLLED, &owned)
+        .await?;
+    let mut ids: Vec<String> = clusters
+        .iter()
+        .filter_map(|c| c.cluster_template_id.clone())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    let templates = inner.db.cluster_templates().for_uuids(&ids).await?;
+    let mut polled: Vec<(Cluster, Arc<dyn Driver>)> = Vec::new();
+    for c in clusters {
+        let Some(t) = templates.iter().find(|t| t.uuid == c.cluster_template_id) else {
+            continue;
+        };
+        if let Ok(d) = inner.drivers.for_template(&t.into())
+            && d.probes_workload_health()
+        {
+            polled.push((c, d));
+        }
+    }
+    material.retain(|uuid, _| polled.iter().any(|(c, _)| c.uuid.as_deref() == Some(uuid)));
+    let mut targets = Vec::new();
+    let mut no_api: HashMap<String, String> = HashMap::new();
+    for (c, _) in &polled {
+        let uuid = c.uuid.clone().unwrap_or_default();
+        let Some(api) = c.api_address.clone().filter(|a| !a.is_empty()) else {
+            no_api.insert(uuid, "the cluster has no API address yet".into());
+            continue;
+        };
+        match material_of(inner, c, material).await {
+            Ok(m) => targets.push(ProbeTarget {
+                cluster_uuid: uuid,
+                api_address: api,
+                ca_pem: m.ca_pem.clone(),
+                client: m.client.clone(),
+            }),
+            Err(e) => {
+                no_api.insert(uuid, format!("no client certificate: {e}"));
+            }
+        }
+    }
+    let report = prober.probe_round(targets).await;
+    let mut outcomes: HashMap<String, ProbeOutcome> = report.outcomes.into_iter().collect();
+    for (c, driver) in polled {
+        let uuid = c.uuid.clone().unwrap_or_default();
+        let (status, reason) = match outcomes.remove(&uuid) {
+            Some(o) => match o.verdict() {
+                Some((status, reason)) => {
+                    let mut reason = reason.clone();
+                    reason.insert("source".into(), json!("workload API"));
+                    (status, reason)
+                }
+                None => {
+                    let why = match &o {
+                        ProbeOutcome::Unreachable { error } => error.clone(),
+                        _ => String::new(),
+                    };
+                    fallback(&c, driver.as_ref(), &why).await
+                }
+            },
+            None => {
+                let why = no_api.remove(&uuid).unwrap_or_default();
+                fallback(&c, driver.as_ref(), &why).await
+            }
+        };
+        record(inner, &c, status, reason).await;
+    }
+    tracing::debug!(
+        duration_ms = report.figures.duration.as_millis(),
+        healthy = report.figures.healthy,
+        unhealthy = report.figures.unhealthy,
+        unreachable = report.figures.unreachable,
+        "health round"
+    );
+    Ok(())
+}
+
+/// The management side's verdict, else UNKNOWN; either way the reason says why the workload
+/// API was not used.
+async fn fallback(c: &Cluster, driver: &dyn Driver, why: &str) -> (H, Map<String, Value>) {
+    let seen = crate::handlers::dc(c);
+    match driver.management_health(&seen).await {
+        Ok(Some(report)) => {
+            let mut reason = report.reason;
+            reason.insert("workload_api".into(), json!(why));
+            (report.status, reason)
+        }
+        Ok(None) | Err(_) => {
+            let mut reason = Map::new();
+            reason.insert("api".into(), json!(why));
+            reason.insert("source".into(), json!("none"));
+            (H::Unknown, reason)
+        }
+    }
+}
+
+async fn material_of<'a>(
+    inner: &Inner,
+    c: &Cluster,
+    cache: &'a mut HashMap<String, Material>,
+) -> Result<&'a Material> {
+    let uuid = c.uuid.clone().unwrap_or_default();
+    let refs = ClusterCertRefs::from_cluster(c);
+    let fresh = cache.get(&uuid).is_some_and(|m| m.refs == refs);
+    if !fresh {
+        let ctx = RequestContext::for_project(
+            c.project_id.as_deref().unwrap_or_default(),
+            c.user_id.as_deref().unwrap_or_default(),
+        );
+        let ca_pem = inner
+            .pki
+            .ca_certificate(&ctx, &refs, crate::certs::CaType::Kubernetes)
+            .await?;
+        let client = inner.pki.admin_client(&ctx, &refs).await?;
+        cache.insert(
+            uuid.clone(),
+            Material {
+                refs,
+                ca_pem,
+                client,
+            },
+        );
+    }
+    cache
+        .get(&uuid)
+        .ok_or_else(|| magnum_core::Error::Internal("health material vanished".into()))
+}
+
+/// Writes the health when it changed; a row changed meanwhile is left for the next round.
+async fn record(inner: &Inner, c: &Cluster, status: H, reason: Map<String, Value>) {
+    let status = Some(status.as_str().to_owned());
+    let reason = Some(magnum_db::json::dumps(&reason));
+    if c.health_status == status && c.health_status_reason == reason {
+        return;
+    }
+    let saved = crate::handlers::save_cluster(inner, c, |m| {
+        m.health_status = status;
+        m.health_status_reason = reason;
+    })
+    .await;
+    if let Err(e) = saved {
+        tracing::debug!(cluster = c.uuid.as_deref().unwrap_or("-"), error = %e, "health not saved");
+    }
+}
