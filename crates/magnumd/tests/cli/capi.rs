@@ -853,3 +853,38 @@ fn cluster_api_faults_show_their_root_cause_time_out_recover_and_block_a_delete(
         std::thread::sleep(Duration::from_millis(500));
     }
 }
+
+/// The stand-in's and the simulated controller's own self-tests (test-support/kube): the
+/// wire behaviour the driver relies on, and the object shapes and faults it reads.
+#[test]
+fn the_kube_stand_in_and_the_simulated_controller_pass_their_self_tests() {
+    let venv =
+        std::env::var("MAGNUM_KUBE_VENV").unwrap_or_else(|_| "/var/tmp/magnum-rs-kube-venv".into());
+    let setup = Command::new("bash")
+        .arg(repo_root().join("test-support/kube/setup-venv.sh"))
+        .output()
+        .unwrap();
+    assert!(setup.status.success(), "{}", crate::text(&setup.stderr));
+    for (script, args) in [
+        ("selftest.py", vec![]),
+        ("sim_selftest.py", vec!["--step", "0.1"]),
+    ] {
+        let out = Command::new(format!("{venv}/bin/python"))
+            .arg(repo_root().join("test-support/kube").join(script))
+            .args(&args)
+            .output()
+            .unwrap();
+        let stdout = crate::text(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{script}: {stdout}{}",
+            crate::text(&out.stderr)
+        );
+        let summary = stdout
+            .lines()
+            .rev()
+            .find(|l| l.contains("checks passed"))
+            .unwrap_or_default();
+        eprintln!("{script}: {summary}");
+    }
+}
