@@ -10,9 +10,10 @@ use magnum_core::{Error, RequestContext, Result};
 use magnum_openstack::catalog::ServiceType;
 
 use crate::certs::{CaType, ClusterCertRefs};
-use crate::driver::capi::Source;
 use crate::driver::capi::render::{Cas, CloudConfig, KeyPair};
+use crate::driver::capi::{LoadBalancer, Source};
 use crate::state::Inner;
+use magnum_openstack::resources;
 
 fn unavailable(e: magnum_openstack::OsError) -> Error {
     Error::ServiceUnavailable {
@@ -20,9 +21,21 @@ fn unavailable(e: magnum_openstack::OsError) -> Error {
     }
 }
 
+/// Whether a load balancer's description is the cloud controller's for this cluster:
+/// "Kubernetes external service <namespace>/<name> from cluster <cluster-name>", where the
+/// cluster name is the CAPI one or the Magnum uuid (as the addon manifests configure it).
+fn made_for(description: &str, stack_id: &str, uuid: &str) -> bool {
+    description.starts_with("Kubernetes ")
+        && [stack_id, uuid]
+            .iter()
+            .any(|n| !n.is_empty() && description.ends_with(&format!(" from cluster {n}")))
+}
+
 pub(crate) struct ConductorSource {
     pub(crate) inner: Arc<Inner>,
     pub(crate) capi_client: magnum_core::config::CapiClientSection,
+    /// The service user's OpenStack (Keystone's catalogue, Octavia), when configured.
+    pub(crate) openstack: Option<Arc<magnum_openstack::OpenStack>>,
 }
 
 fn refs(c: &Cluster) -> ClusterCertRefs {
@@ -86,16 +99,60 @@ impl Source for ConductorSource {
         })
     }
 
+    async fn load_balancers(&self, cluster: &Cluster) -> Result<Vec<LoadBalancer>> {
+        let Some(os) = self.openstack.as_ref() else {
+            return Ok(Vec::new());
+        };
+        let svc = os.service_session().await.map_err(unavailable)?;
+        if !resources::octavia_enabled(&svc) {
+            return Ok(Vec::new());
+        }
+        let project = cluster.project_id.as_deref().unwrap_or_default();
+        let all = resources::load_balancers(&svc, project)
+            .await
+            .map_err(unavailable)?;
+        let stack = cluster.stack_id.clone().unwrap_or_default();
+        let ours = |d: &str| made_for(d, &stack, cluster.uuid.as_str());
+        Ok(all
+            .into_iter()
+            .filter(|lb| ours(&lb.description))
+            .map(|lb| LoadBalancer {
+                id: lb.id,
+                name: lb.name,
+                provisioning_status: lb.provisioning_status,
+            })
+            .collect())
+    }
+
+    async fn delete_load_balancer(&self, _cluster: &Cluster, id: &str) -> Result<()> {
+        let Some(os) = self.openstack.as_ref() else {
+            return Ok(());
+        };
+        let svc = os.service_session().await.map_err(unavailable)?;
+        resources::delete_load_balancer(&svc, id)
+            .await
+            .map_err(|e| match e.status() {
+                Some(409) => Error::Conflict {
+                    message: e.to_string(),
+                },
+                _ => unavailable(e),
+            })
+    }
+
     async fn cloud(&self, cluster: &Cluster) -> Result<Option<CloudConfig>> {
-        let Some(os) = self.inner.credentials.get() else {
+        let Some(os) = self.openstack.as_ref() else {
             return Ok(None);
         };
         let svc = os.service_session().await.map_err(unavailable)?;
         let auth_url = svc.endpoint(ServiceType::Identity).map_err(unavailable)?;
-        let credential = magnum_openstack::credentials::fetch(os, cluster.uuid.as_str())
-            .await
-            .map_err(unavailable)?
-            .map(|c| (c.id, c.secret));
+        // Clusters' credentials are kept in Barbican: none without it.
+        let credential = match self.inner.credentials.get() {
+            Some(kept) => magnum_openstack::credentials::fetch(kept, cluster.uuid.as_str())
+                .await
+                .map_err(unavailable)?
+                .map(|c| (c.id, c.secret)),
+            None => None,
+        };
         let ca_bundle = match self
             .capi_client
             .ca_file
@@ -122,5 +179,31 @@ impl Source for ConductorSource {
             ca_bundle,
             credential,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::made_for;
+
+    #[test]
+    fn only_the_cloud_controllers_balancers_of_this_cluster_are_taken() {
+        let d = "Kubernetes external service default/web from cluster kube-ab12c";
+        assert!(made_for(d, "kube-ab12c", "u-1"));
+        assert!(made_for(
+            "Kubernetes external service a/b from cluster u-1",
+            "kube-ab12c",
+            "u-1"
+        ));
+        assert!(
+            !made_for(d, "kube-ab12", "u-1"),
+            "a name that is a prefix of another"
+        );
+        assert!(!made_for(
+            "my own balancer from cluster kube-ab12c",
+            "kube-ab12c",
+            "u-1"
+        ));
+        assert!(!made_for(d, "", ""));
     }
 }

@@ -98,6 +98,7 @@ impl Conductor {
             &cfg.drivers.disabled_drivers,
             &cfg.drivers.enabled_beta_drivers,
         );
+        let openstack_for_capi = openstack.clone().filter(|o| o.has_service_credentials());
         let barbican = cfg.certificates.cert_manager_type.trim() == "barbican";
         let credentials = openstack
             .clone()
@@ -121,6 +122,7 @@ impl Conductor {
             first.set_source(Arc::new(crate::capi_source::ConductorSource {
                 inner: c.inner.clone(),
                 capi_client: cfg.capi_client.clone(),
+                openstack: openstack_for_capi,
             }));
             c.capi = Some(first.clone());
         }

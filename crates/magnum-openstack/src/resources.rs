@@ -193,3 +193,58 @@ pub async fn volume_types(s: &Session) -> Result<Vec<String>, OsError> {
 pub fn octavia_enabled(s: &Session) -> bool {
     s.has_service(ServiceType::LoadBalancer)
 }
+
+/// An Octavia load balancer, as a cluster delete reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadBalancer {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub provisioning_status: String,
+}
+
+/// The load balancers of `project_id` (the service user lists any project's).
+pub async fn load_balancers(s: &Session, project_id: &str) -> Result<Vec<LoadBalancer>, OsError> {
+    let v = s
+        .get_json(
+            ServiceType::LoadBalancer,
+            &format!("/v2/lbaas/loadbalancers?project_id={}", query(project_id)),
+        )
+        .await?
+        .unwrap_or(Value::Null);
+    let text = |lb: &Value, k: &str| lb[k].as_str().unwrap_or_default().to_owned();
+    Ok(v["loadbalancers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|lb| LoadBalancer {
+            id: text(lb, "id"),
+            name: text(lb, "name"),
+            description: text(lb, "description"),
+            provisioning_status: text(lb, "provisioning_status"),
+        })
+        .filter(|lb| !lb.id.is_empty() && lb.provisioning_status != "DELETED")
+        .collect())
+}
+
+/// Deletes a load balancer with everything on it (cascade); already gone is fine. Octavia
+/// refuses (409) while the balancer is in a PENDING_* state: the error says so.
+pub async fn delete_load_balancer(s: &Session, id: &str) -> Result<(), OsError> {
+    let (status, text) = s
+        .call(
+            ServiceType::LoadBalancer,
+            reqwest::Method::DELETE,
+            &format!("/v2/lbaas/loadbalancers/{}?cascade=true", segment(id)),
+            crate::session::Body::None,
+            "application/json",
+        )
+        .await?;
+    match status {
+        200..=299 | 404 => Ok(()),
+        s => Err(OsError::Status {
+            service: ServiceType::LoadBalancer,
+            status: s,
+            detail: crate::error::message_of(&text),
+        }),
+    }
+}
