@@ -50,6 +50,18 @@ pub trait Source: Send + Sync {
     async fn cas(&self, ctx: &RequestContext, cluster: &Cluster) -> Result<Cas>;
     /// The clouds.yaml of the cluster's OpenStack components; `None` without a cloud.
     async fn cloud(&self, cluster: &Cluster) -> Result<Option<CloudConfig>>;
+    /// The Octavia load balancers the workload cluster's cloud controller made for it
+    /// (their description names the CAPI cluster or the Magnum cluster); none without Octavia.
+    async fn load_balancers(&self, cluster: &Cluster) -> Result<Vec<LoadBalancer>>;
+    async fn delete_load_balancer(&self, cluster: &Cluster, id: &str) -> Result<()>;
+}
+
+/// A load balancer as the delete sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadBalancer {
+    pub id: String,
+    pub name: String,
+    pub provisioning_status: String,
 }
 
 /// One driver instance per registered name, sharing one management-cluster connection.
@@ -266,20 +278,16 @@ impl CapiDriver {
     }
 
     /// Changes a magnum-cluster-api Cluster's topology to the nodegroups: control-plane
-    /// replicas and the machineDeployments list, guarded by the resourceVersion read.
-    async fn patch_adopted(&self, live: &Value, ngs: &[NodeGroup]) -> Result<()> {
+    /// replicas and the machineDeployments list, nothing else. A merge patch conditioned on
+    /// the resourceVersion read, at the API version of the object's shape; `Ok(false)` when
+    /// the Cluster changed meanwhile (its status is rewritten often), to read it again.
+    async fn patch_adopted(&self, live: &Value, ngs: &[NodeGroup]) -> Result<bool> {
         let mgmt = self.mgmt().await?;
         let name = live["metadata"]["name"].as_str().unwrap_or_default();
-        let version = live["metadata"]["resourceVersion"].clone();
         let existing: Vec<Value> = live["spec"]["topology"]["workers"]["machineDeployments"]
             .as_array()
             .cloned()
             .unwrap_or_default();
-        let class = existing
-            .first()
-            .and_then(|m| m["class"].as_str())
-            .unwrap_or(render::WORKER_CLASS)
-            .to_owned();
         let mut mds = Vec::new();
         for ng in ngs
             .iter()
@@ -289,7 +297,7 @@ impl CapiDriver {
                 .iter()
                 .find(|m| m["name"] == ng.name.as_str())
                 .cloned()
-                .unwrap_or_else(|| json!({"class": class, "name": ng.name}));
+                .unwrap_or_else(|| adopted_md_entry(existing.first(), ng));
             md["replicas"] = json!(ng.node_count);
             mds.push(md);
         }
@@ -298,29 +306,36 @@ impl CapiDriver {
             .filter(|n| n.role == NodegroupRole::Master)
             .map(|n| n.node_count)
             .sum();
-        let patch = json!([
-            {"op": "test", "path": "/metadata/resourceVersion", "value": version},
-            {"op": "replace", "path": "/spec/topology/controlPlane/replicas", "value": masters.max(1)},
-            {"op": "replace", "path": "/spec/topology/workers/machineDeployments", "value": mds},
-        ]);
-        let api = mgmt.api(Kind::Cluster);
-        let p: ::kube::api::Patch<Value> = ::kube::api::Patch::Json(
-            serde_json::from_value(patch).map_err(|e| Error::Internal(e.to_string()))?,
-        );
-        api.patch(name, &::kube::api::PatchParams::default(), &p)
+        // Lists are replaced whole by a merge patch: the machineDeployments list is ours to
+        // compute, and every entry carries what it had.
+        let patch = json!({
+            "metadata": {"resourceVersion": live["metadata"]["resourceVersion"]},
+            "spec": {"topology": {
+                "controlPlane": {"replicas": masters.max(1)},
+                "workers": {"machineDeployments": mds},
+            }},
+        });
+        let params = ::kube::api::PatchParams {
+            field_manager: Some(kube::FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        match adopted_api(mgmt, live)
+            .patch(name, &params, &::kube::api::Patch::Merge(&patch))
             .await
-            .map(drop)
-            .map_err(|e| match e {
-                ::kube::Error::Api(s) if s.code == 409 || s.code == 422 => Error::Conflict {
-                    message: format!(
-                        "Cluster {name} changed meanwhile; try again ({})",
-                        s.message
-                    ),
-                },
-                other => Error::ServiceUnavailable {
-                    message: format!("the management cluster cannot be reached: {other}"),
-                },
-            })
+        {
+            Ok(_) => Ok(true),
+            Err(::kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(::kube::Error::Api(s)) => Err(kube::KubeError::Refused {
+                what: format!("Cluster {name}"),
+                code: s.code,
+                reason: s.reason,
+                message: s.message,
+            }
+            .into()),
+            Err(other) => Err(Error::ServiceUnavailable {
+                message: format!("the management cluster cannot be reached: {other}"),
+            }),
+        }
     }
 
     /// Re-renders (or patches an adopted) cluster with `ngs` as its nodegroups.
@@ -331,12 +346,24 @@ impl CapiDriver {
         ngs: &[NodeGroup],
     ) -> Result<()> {
         let stack_id = stack_id_of(cluster)?;
-        if let Some(live) = self.adopted(stack_id).await? {
-            return self.patch_adopted(&live, ngs).await;
+        // An adopted Cluster is read again after a lost race with another writer (the
+        // controllers write its status all the time), a few times.
+        for _ in 0..ADOPTED_PATCH_TRIES {
+            let Some(live) = self.adopted(stack_id).await? else {
+                let template = self.source()?.template(cluster).await?;
+                return self
+                    .apply_cluster(ctx, cluster, &template, ngs, stack_id, false)
+                    .await;
+            };
+            if self.patch_adopted(&live, ngs).await? {
+                return Ok(());
+            }
         }
-        let template = self.source()?.template(cluster).await?;
-        self.apply_cluster(ctx, cluster, &template, ngs, stack_id, false)
-            .await
+        Err(Error::Conflict {
+            message: format!(
+                "Cluster {stack_id} kept changing while its topology was patched; try again."
+            ),
+        })
     }
 
     /// The cluster's nodegroups with `changed` in place of its stored row.
@@ -426,6 +453,60 @@ impl CapiDriver {
         }
         Ok(report)
     }
+}
+
+/// Attempts at patching an adopted Cluster that another writer changed meanwhile.
+const ADOPTED_PATCH_TRIES: usize = 5;
+
+/// The Cluster API at the version `live` is shaped in. A server without conversion (the
+/// stand-in) serves a Cluster magnum-cluster-api wrote at v1beta1 as it was stored
+/// (`topology.class`), and only its own schema accepts it back; a converting server shows
+/// v1beta2 to a v1beta2 read, and takes it back at v1beta2.
+fn adopted_api(mgmt: &Management, live: &Value) -> ::kube::Api<::kube::api::DynamicObject> {
+    let api = mgmt.api(Kind::Cluster);
+    if !live["spec"]["topology"]["class"].is_string() {
+        return api;
+    }
+    let gvk = ::kube::core::GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta1", "Cluster");
+    let resource = ::kube::core::ApiResource::from_gvk_with_plural(&gvk, "clusters");
+    ::kube::Api::namespaced_with(api.into_client(), mgmt.namespace(), &resource)
+}
+
+/// A machineDeployments entry for a nodegroup the Cluster does not have yet, shaped like
+/// magnum-cluster-api's: a sibling's class and cluster-wide fields (image, volumes, server
+/// group, detach timeout, health check), the nodegroup's own name, flavor, availability
+/// zone and node labels (`node-role.kubernetes.io/<role>`, `node.cluster.x-k8s.io/nodegroup`).
+fn adopted_md_entry(sibling: Option<&Value>, ng: &NodeGroup) -> Value {
+    let mut md = sibling
+        .filter(|s| s.is_object())
+        .cloned()
+        .unwrap_or_else(|| json!({"class": render::WORKER_CLASS}));
+    if let Some(m) = md.as_object_mut() {
+        for own in ["failureDomain", "metadata", "replicas"] {
+            m.remove(own);
+        }
+    }
+    md["name"] = json!(ng.name);
+    md["metadata"] = json!({"labels": {
+        format!("node-role.kubernetes.io/{}", ng.role.as_str()): "",
+        "node.cluster.x-k8s.io/nodegroup": ng.name,
+    }});
+    if let Some(az) = magnum_core::model::label(&ng.labels, "availability_zone") {
+        md["failureDomain"] = json!(az);
+    }
+    if let Some(flavor) = ng.flavor_id.as_deref() {
+        let mut overrides: Vec<Value> = md["variables"]["overrides"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        overrides.retain(|o| o["name"] != "flavor");
+        overrides.push(json!({"name": "flavor", "value": flavor}));
+        match md.get_mut("variables").and_then(Value::as_object_mut) {
+            Some(v) => drop(v.insert("overrides".into(), Value::Array(overrides))),
+            None => md["variables"] = json!({"overrides": overrides}),
+        }
+    }
+    md
 }
 
 fn deleting(ng: &NodeGroup) -> bool {
@@ -705,24 +786,7 @@ impl Driver for CapiDriver {
     }
 
     async fn delete_cluster(&self, _ctx: &RequestContext, cluster: &Cluster) -> Result<()> {
-        let mgmt = self.mgmt().await?;
-        // Also finds what a create cut short left before its name was saved.
-        let selector = format!("{UUID_LABEL}={}", cluster.uuid);
-        let mut names: Vec<String> = mgmt
-            .list(Kind::Cluster, &selector)
-            .await?
-            .iter()
-            .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_owned))
-            .collect();
-        if let Some(s) = cluster.stack_id.as_deref().filter(|s| !s.is_empty())
-            && !names.iter().any(|n| n == s)
-        {
-            names.push(s.to_owned());
-        }
-        for name in names {
-            mgmt.delete(Kind::Cluster, &name).await?;
-        }
-        Ok(())
+        self.delete_step(cluster).await.map(drop)
     }
 
     async fn create_nodegroup(
@@ -780,6 +844,15 @@ impl Driver for CapiDriver {
         cluster: &Cluster,
         nodegroups: &[NodeGroup],
     ) -> Result<StatusReport> {
+        if cluster.status == Some(S::DeleteInProgress)
+            && let Some(held) = self.delete_step(cluster).await?
+        {
+            return Ok(StatusReport {
+                status_reason: (cluster.status_reason.as_deref() != Some(held.as_str()))
+                    .then_some(Some(held)),
+                ..StatusReport::default()
+            });
+        }
         let mut report = self.snapshot_report(cluster, nodegroups).await?;
         if report.status == Some(S::DeleteComplete) {
             // The Cluster is gone: its Secrets and addons go now (they outlive it so CAPI
@@ -799,6 +872,53 @@ impl Driver for CapiDriver {
 }
 
 impl CapiDriver {
+    /// One step of a delete, run by the delete and by every poll while it lasts: first the
+    /// load balancers the cloud controller made (else the Cluster's network cannot go),
+    /// then the CAPI Cluster (its Secrets go once it is gone, see `poll_status`). Returns
+    /// what still holds the delete up.
+    async fn delete_step(&self, cluster: &Cluster) -> Result<Option<String>> {
+        let source = self.source()?;
+        let lbs = source.load_balancers(cluster).await?;
+        if !lbs.is_empty() {
+            let mut held = Vec::new();
+            for lb in &lbs {
+                let state = if lb.provisioning_status == "PENDING_DELETE" {
+                    "being deleted".to_owned()
+                } else {
+                    match source.delete_load_balancer(cluster, &lb.id).await {
+                        Ok(()) => "deletion requested".to_owned(),
+                        Err(e) => {
+                            format!("{} and cannot be deleted yet: {e}", lb.provisioning_status)
+                        }
+                    }
+                };
+                held.push(format!("{} ({}) {state}", lb.name, lb.id));
+            }
+            return Ok(Some(format!(
+                "Waiting for the load balancers the cluster's cloud controller made: {}",
+                held.join("; ")
+            )));
+        }
+        let mgmt = self.mgmt().await?;
+        // Also finds what a create cut short left before its name was saved.
+        let selector = format!("{UUID_LABEL}={}", cluster.uuid);
+        let mut names: Vec<String> = mgmt
+            .list(Kind::Cluster, &selector)
+            .await?
+            .iter()
+            .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_owned))
+            .collect();
+        if let Some(s) = cluster.stack_id.as_deref().filter(|s| !s.is_empty())
+            && !names.iter().any(|n| n == s)
+        {
+            names.push(s.to_owned());
+        }
+        for name in names {
+            mgmt.delete(Kind::Cluster, &name).await?;
+        }
+        Ok(None)
+    }
+
     /// Removes every object of the cluster but the CAPI Cluster (Secrets, addons, any
     /// Cluster a failed create left). Returns whether all went.
     async fn remove_objects(&self, cluster: &Cluster, stack_id: Option<&str>) -> bool {
