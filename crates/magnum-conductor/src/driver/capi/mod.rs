@@ -565,8 +565,17 @@ fn nodegroup_report(
     Some(r)
 }
 
-/// `verdict`'s outcome (in progress, complete, failed) under the nodegroup's own action.
+/// `verdict`'s outcome (in progress, complete, failed) under the nodegroup's own action. A
+/// nodegroup already complete stays as it is when the verdict is complete too: an operation
+/// on another nodegroup must not relabel it (it read UPDATE_COMPLETE after its create).
 fn own_operation(current: Option<S>, verdict: S) -> S {
+    let complete = |s: S| s.as_str().ends_with("_COMPLETE");
+    if let Some(c) = current
+        && complete(c)
+        && complete(verdict)
+    {
+        return c;
+    }
     let create = matches!(current, Some(S::CreateInProgress | S::CreateFailed));
     if !create {
         return verdict;
