@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 mod capi;
+mod capi_adopt;
 mod client;
 mod cloud;
 mod crash;
