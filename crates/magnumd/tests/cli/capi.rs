@@ -864,6 +864,176 @@ fn cluster_api_faults_show_their_root_cause_time_out_recover_and_block_a_delete(
     }
 }
 
+fn octavia_sql(env: &crate::cloud::Env, statement: &str) {
+    let out = Command::new("mysql")
+        .args(["-h127.0.0.1", "-umagnum_test", "-pmagnum_test"])
+        .arg(format!("{}octavia", env.os["MAGNUM_TEST_OS_DB_PREFIX"]))
+        .args(["-e", statement])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{statement}: {}",
+        crate::text(&out.stderr)
+    );
+}
+
+/// In the real cloud (Keystone, Barbican, the real Octavia API): the cluster's cloud-config
+/// Secret carries its application credential, and a delete removes the load balancers the
+/// workload's cloud controller made before the CAPI Cluster, saying what it waits for.
+/// Octavia runs without its worker here, so the test plays the worker's part in Octavia's
+/// database: a balancer stays PENDING_CREATE (which Octavia refuses to delete) until the test
+/// marks it ACTIVE, and is gone once the test marks the requested deletion DELETED.
+#[test]
+fn in_the_cloud_a_delete_takes_the_cloud_controllers_load_balancers_first() {
+    let Some(c) = crate::cloud::cloud() else {
+        return;
+    };
+    let kube_dir = tempfile::tempdir().unwrap();
+    let kube = Kube::start(kube_dir.path(), "0.2");
+    let m = crate::cloud::start_magnum(
+        &c,
+        &format!(
+            "\n[cluster_api]\nenabled = true\nkubeconfig = {}\n\n[drivers]\ndefault_driver = k8s_capi\n",
+            kube.kubeconfig.display()
+        ),
+    );
+    let cli = &m.cli;
+    cli.json(
+        CLOUD,
+        &[
+            "coe",
+            "cluster",
+            "template",
+            "create",
+            "capi",
+            "--coe",
+            "kubernetes",
+            "--image",
+            "fedora-coreos-40",
+            "--external-network",
+            "public",
+            "--flavor",
+            "m1.small",
+            "--master-flavor",
+            "m1.medium",
+            "--network-driver",
+            "calico",
+            "--label",
+            "kube_tag=v1.33.1",
+        ],
+    );
+    cli.ok(
+        CLOUD,
+        &[
+            "coe",
+            "cluster",
+            "create",
+            "lb",
+            "--cluster-template",
+            "capi",
+            "--node-count",
+            "1",
+        ],
+    );
+    let done = wait_for(cli, CLOUD, "lb", 120, status_is("CREATE_COMPLETE"));
+    let stack_id = done["cluster_id"].as_str().unwrap().to_owned();
+    let secret = kube.get(&format!(
+        "/api/v1/namespaces/magnum-system/secrets/{stack_id}-cloud-config"
+    ));
+    let clouds = base64::engine::general_purpose::STANDARD
+        .decode(secret["data"]["clouds.yaml"].as_str().unwrap())
+        .unwrap();
+    let clouds: Value = serde_json::from_slice(&clouds).unwrap();
+    let cloud = &clouds["clouds"]["default"];
+    assert_eq!(cloud["auth_type"], "v3applicationcredential", "{cloud}");
+    assert!(
+        cloud["auth"]["application_credential_id"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty()),
+        "{cloud}"
+    );
+    assert!(
+        cloud["auth"]["auth_url"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("http://127.0.0.1")),
+        "{cloud}"
+    );
+
+    // A Service of type LoadBalancer, as the cloud controller makes it, in the cluster's
+    // project (the noop provider: no amphora here).
+    let token = cli.token(CLOUD);
+    let octavia = c.os["MAGNUM_TEST_OS_OCTAVIA_URL"].clone();
+    let body = json!({"loadbalancer": {
+        "name": format!("kube_service_{stack_id}_default_web"),
+        "description": format!("Kubernetes external service default/web from cluster {stack_id}"),
+        "vip_network_id": c.os["MAGNUM_TEST_OS_NETWORK_PRIVATE_ID"],
+        "provider": "noop_driver",
+    }});
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "-X",
+            "POST",
+            "-H",
+            "Content-Type: application/json",
+            "-H",
+        ])
+        .arg(format!("X-Auth-Token: {token}"))
+        .args(["--data", &body.to_string()])
+        .arg(format!("{octavia}/v2/lbaas/loadbalancers"))
+        .output()
+        .unwrap();
+    let lb: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("octavia: {e}: {}", crate::text(&out.stdout)));
+    let lb_id = lb["loadbalancer"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{lb}"))
+        .to_owned();
+
+    cli.ok(CLOUD, &["coe", "cluster", "delete", "lb"]);
+    let held = wait_for(cli, CLOUD, "lb", 60, |c| {
+        c["status_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains(&lb_id) && r.contains("cannot be deleted yet"))
+    });
+    eprintln!(
+        "capi: delete waiting on Octavia reads: {}",
+        held["status_reason"]
+    );
+    let capi = kube.get(&cluster_path(&stack_id));
+    assert!(
+        capi["metadata"]["deletionTimestamp"].is_null(),
+        "the CAPI Cluster went before its load balancer"
+    );
+    // Octavia's worker would have made it ACTIVE: now the delete is accepted.
+    octavia_sql(
+        &c,
+        &format!("UPDATE load_balancer SET provisioning_status = 'ACTIVE' WHERE id = '{lb_id}'"),
+    );
+    wait_for(cli, CLOUD, "lb", 60, |c| {
+        c["status_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("being deleted"))
+    });
+    assert!(kube.get(&cluster_path(&stack_id))["metadata"]["deletionTimestamp"].is_null());
+    octavia_sql(
+        &c,
+        &format!("UPDATE load_balancer SET provisioning_status = 'DELETED' WHERE id = '{lb_id}'"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let listed = cli.json(CLOUD, &["coe", "cluster", "list"]);
+        if listed.as_array().is_some_and(Vec::is_empty) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never deleted: {listed}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let uuid = done["uuid"].as_str().unwrap();
+    assert!(leftovers(&kube, uuid, &stack_id).is_empty());
+}
+
 /// The stand-in's and the simulated controller's own self-tests (test-support/kube): the
 /// wire behaviour the driver relies on, and the object shapes and faults it reads.
 #[test]
