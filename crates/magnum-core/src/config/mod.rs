@@ -22,11 +22,11 @@ use std::path::{Path, PathBuf};
 pub use sample::sample;
 pub use secret::{Secret, redact_url};
 pub use sections::{
-    ApiSection, AuditSection, AutoScalingSection, CapiClientSection, CertificatesSection, ClusterApiSection,
-    CinderSection, ClientSection, ClusterSection, ClusterTemplateSection, ConductorSection,
-    DatabaseSection, DefaultSection, DockerRegistrySection, DockerSection, DriversSection,
-    KeystoneAuthSection, KeystoneAuthtokenSection, KubernetesSection, ManilaClientSection,
-    MetricsSection, OctaviaClientSection, OsloMessagingNotificationsSection,
+    ApiSection, AuditSection, AutoScalingSection, CapiClientSection, CertificatesSection,
+    CinderSection, ClientSection, ClusterApiSection, ClusterSection, ClusterTemplateSection,
+    ConductorSection, DatabaseSection, DefaultSection, DockerRegistrySection, DockerSection,
+    DriversSection, KeystoneAuthSection, KeystoneAuthtokenSection, KubernetesSection,
+    ManilaClientSection, MetricsSection, OctaviaClientSection, OsloMessagingNotificationsSection,
     OsloMessagingRabbitSection, OsloPolicySection, ProfilerSection, ProxySection, QuotasSection,
     SimulatedDriverSection, TrustSection, X509_EXTENSIONS, X509_KEY_USAGES, X509Section,
 };
