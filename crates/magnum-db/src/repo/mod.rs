@@ -181,7 +181,7 @@ pub(crate) async fn fetch_one<E, C>(
 ) -> Result<E::Model>
 where
     E: EntityTrait,
-    E::Model: Default + ModelTrait<Entity = E>,
+    E::Model: crate::rows::Positional,
     C: ConnectionTrait,
 {
     crate::rows::load(conn, q.limit(1))
@@ -199,7 +199,7 @@ pub(crate) async fn fetch_by_name<E, C>(
 ) -> Result<E::Model>
 where
     E: EntityTrait,
-    E::Model: Default + ModelTrait<Entity = E>,
+    E::Model: crate::rows::Positional,
     C: ConnectionTrait,
 {
     let mut rows = crate::rows::load(conn, q.limit(2)).await?;
@@ -213,7 +213,7 @@ where
 pub(crate) async fn fetch_all<E, C>(conn: &C, q: Select<E>) -> Result<Vec<E::Model>>
 where
     E: EntityTrait,
-    E::Model: Default + ModelTrait<Entity = E>,
+    E::Model: crate::rows::Positional,
     C: ConnectionTrait,
 {
     crate::rows::load(conn, q).await
