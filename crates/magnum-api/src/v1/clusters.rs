@@ -14,7 +14,7 @@ use http::{Method, StatusCode};
 use magnum_core::ids::is_uuid_like;
 use magnum_core::status::ClusterStatus;
 use magnum_core::{Error, RequestContext};
-use magnum_db::repo::cluster::{Cluster, ClusterFilters};
+use magnum_db::repo::cluster::{Cluster, ClusterFilters, ClusterSummary};
 use magnum_db::repo::nodegroup::NodeGroup;
 use magnum_service::clusters::{ClusterChange, NewCluster, ZERO_NODES};
 use serde_json::value::RawValue;
@@ -188,7 +188,7 @@ struct BriefView<'a> {
     master_flavor_id: &'a Option<String>,
     flavor_id: &'a Option<String>,
     create_timeout: Option<i32>,
-    links: [Link; 2],
+    links: ClusterLinks<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     stack_id: Option<&'a Option<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -196,6 +196,52 @@ struct BriefView<'a> {
     status: &'a Option<String>,
     health_status: &'a Option<String>,
     merge_labels: bool,
+}
+
+/// A cluster's `self` and `bookmark` links, written into the output as they are serialised
+/// (two formatted strings per cluster were a tenth of a 1,000-cluster list's allocations).
+struct ClusterLinks<'a> {
+    base: &'a str,
+    uuid: &'a str,
+}
+
+/// `{base}{prefix}clusters/{uuid}`, written without an intermediate string.
+struct Href<'a> {
+    base: &'a str,
+    prefix: &'static str,
+    uuid: &'a str,
+}
+
+impl std::fmt::Display for Href<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}clusters/{}", self.base, self.prefix, self.uuid)
+    }
+}
+
+impl serde::Serialize for Href<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+#[derive(serde::Serialize)]
+struct LinkView<'a> {
+    href: Href<'a>,
+    rel: &'static str,
+}
+
+impl serde::Serialize for ClusterLinks<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let link = |prefix, rel| LinkView {
+            href: Href {
+                base: self.base,
+                prefix,
+                uuid: self.uuid,
+            },
+            rel,
+        };
+        [link("/v1/", "self"), link("/", "bookmark")].serialize(s)
+    }
 }
 
 /// The full rendering (detail list items and GET one).
@@ -262,21 +308,28 @@ fn cluster_links(base: &str, c: &Cluster) -> [Link; 2] {
     )
 }
 
-fn brief<'a>(c: &'a Cluster, counts: (i64, i64), req: &Req) -> BriefView<'a> {
-    let (stack_id, cluster_id) = stack_or_cluster_id(c, req);
+fn brief<'a>(c: &'a ClusterSummary, req: &'a Req) -> BriefView<'a> {
+    let (stack_id, cluster_id) = if req.version >= ApiVersion::new(1, 13) {
+        (None, Some(&c.stack_id))
+    } else {
+        (Some(&c.stack_id), None)
+    };
     BriefView {
         uuid: &c.uuid,
         name: &c.name,
         cluster_template_id: &c.cluster_template_id,
         keypair: &c.keypair,
-        node_count: counts.0,
-        master_count: counts.1,
+        node_count: c.node_count,
+        master_count: c.master_count,
         docker_volume_size: c.docker_volume_size,
         labels: raw_json(c.labels.as_deref()),
         master_flavor_id: &c.master_flavor_id,
         flavor_id: &c.flavor_id,
         create_timeout: c.create_timeout,
-        links: cluster_links(&req.base, c),
+        links: ClusterLinks {
+            base: &req.base,
+            uuid: c.uuid.as_deref().unwrap_or_default(),
+        },
         stack_id,
         cluster_id,
         status: &c.status,
@@ -335,6 +388,9 @@ fn full<'a>(
         updated_at: Ts(c.updated_at),
     }
 }
+
+/// About the size of one brief item (700 bytes with short labels), to size the output once.
+const BRIEF_BYTES: usize = 768;
 
 #[derive(serde::Serialize)]
 struct ClusterList<T> {
@@ -553,50 +609,31 @@ async fn list(app: &AppState, req: &Req, detail: bool) -> ApiResult<Response> {
         Some(m) => Some(app.db.clusters().get_by_uuid(&ctx, m).await?),
         None => None,
     };
-    let rows = app
-        .db
-        .clusters()
-        .list(&ctx, &ClusterFilters::default(), &params.page(marker))
-        .await?;
-    let uuids: Vec<String> = rows.iter().filter_map(|c| c.uuid.clone()).collect();
     let path = if detail {
         "clusters/detail"
     } else {
         "clusters"
     };
+    let page = params.page(marker);
+    let filters = ClusterFilters::default();
+    if !detail {
+        let rows = app.db.clusters().list_brief(&ctx, &filters, &page).await?;
+        let last = rows.last().and_then(|c| c.uuid.clone());
+        let next = params.next(&req.base, path, rows.len(), last);
+        let body = ClusterList {
+            clusters: rows.iter().map(|c| brief(c, req)).collect(),
+            next,
+        };
+        return super::respond_with_capacity(StatusCode::OK, &body, BRIEF_BYTES * rows.len());
+    }
+    let rows = app.db.clusters().list(&ctx, &filters, &page).await?;
+    let uuids: Vec<String> = rows.iter().filter_map(|c| c.uuid.clone()).collect();
     let next = params.next(
         &req.base,
         path,
         rows.len(),
         rows.last().and_then(|c| c.uuid.clone()),
     );
-    if !detail {
-        // Only three columns of each nodegroup: the brief list shows nothing else of them.
-        let sizes = app.db.nodegroups().counts_for_clusters(&uuids).await?;
-        let mut counts: HashMap<&str, (i64, i64)> = HashMap::with_capacity(rows.len());
-        for (cluster, role, count) in &sizes {
-            let slot = counts.entry(cluster.as_str()).or_default();
-            let n = i64::from(count.unwrap_or(1));
-            if role.as_deref() == Some("master") {
-                slot.1 += n;
-            } else {
-                slot.0 += n;
-            }
-        }
-        let clusters = rows
-            .iter()
-            .map(|c| {
-                let n = c
-                    .uuid
-                    .as_deref()
-                    .and_then(|u| counts.get(u))
-                    .copied()
-                    .unwrap_or_default();
-                brief(c, n, req)
-            })
-            .collect();
-        return super::respond_with(StatusCode::OK, &ClusterList { clusters, next });
-    }
     let groups = app.db.nodegroups().for_clusters(&uuids).await?;
     let mut by_cluster: HashMap<&str, Vec<&NodeGroup>> = HashMap::with_capacity(rows.len());
     for ng in &groups {

@@ -313,7 +313,8 @@ async fn list(app: &AppState, req: &Req, detail: bool) -> ApiResult<Response> {
         clustertemplates: rows.iter().map(|t| view(t, &req.base)).collect(),
         next,
     };
-    super::respond_with(StatusCode::OK, &body)
+    // About 1.2 KB per template with short labels: the output is sized once.
+    super::respond_with_capacity(StatusCode::OK, &body, 1280 * rows.len())
 }
 
 async fn show(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {

@@ -146,7 +146,18 @@ pub fn links(base: &str, path: &str) -> [Link; 2] {
 
 /// Serialise a body straight to the response.
 pub fn respond_with<T: serde::Serialize>(status: StatusCode, body: &T) -> ApiResult<Response> {
-    let bytes = serde_json::to_vec(body)
+    respond_with_capacity(status, body, 128)
+}
+
+/// `respond_with` into a buffer of about the body's size: a large list otherwise grows its
+/// buffer a dozen times, copying it each time.
+pub fn respond_with_capacity<T: serde::Serialize>(
+    status: StatusCode,
+    body: &T,
+    capacity: usize,
+) -> ApiResult<Response> {
+    let mut bytes = Vec::with_capacity(capacity);
+    serde_json::to_writer(&mut bytes, body)
         .map_err(|e| ApiError::Internal(format!("cannot render the response: {e}")))?;
     let mut r = Response::new(Body::from(bytes));
     *r.status_mut() = status;

@@ -15,6 +15,7 @@ use super::{
 use crate::Database;
 use crate::entity::{cluster, nodegroup};
 use crate::errors::map_db_err;
+use crate::rows::Cols;
 
 pub use cluster::Model as Cluster;
 
@@ -32,6 +33,55 @@ pub struct ClusterFilters {
     pub node_count: Option<i64>,
     /// Sum of node_count over the cluster's master nodegroups.
     pub master_count: Option<i64>,
+}
+
+/// One item of a brief cluster list: the columns it shows and its node counts, nothing
+/// decoded that the list does not show.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterSummary {
+    pub uuid: Option<String>,
+    pub name: Option<String>,
+    pub cluster_template_id: Option<String>,
+    pub keypair: Option<String>,
+    pub docker_volume_size: Option<i32>,
+    /// JSON text, as stored.
+    pub labels: Option<String>,
+    pub master_flavor_id: Option<String>,
+    pub flavor_id: Option<String>,
+    pub create_timeout: Option<i32>,
+    pub stack_id: Option<String>,
+    pub status: Option<String>,
+    pub health_status: Option<String>,
+    /// Sum of `node_count` over the non-master nodegroups (a NULL count is 1, as upstream's
+    /// object default; a NULL role is not master).
+    pub node_count: i64,
+    /// Sum of `node_count` over the master nodegroups.
+    pub master_count: i64,
+}
+
+/// The columns of [`ClusterSummary`], in its field order.
+const SUMMARY_COLUMNS: [cluster::Column; 12] = [
+    cluster::Column::Uuid,
+    cluster::Column::Name,
+    cluster::Column::ClusterTemplateId,
+    cluster::Column::Keypair,
+    cluster::Column::DockerVolumeSize,
+    cluster::Column::Labels,
+    cluster::Column::MasterFlavorId,
+    cluster::Column::FlavorId,
+    cluster::Column::CreateTimeout,
+    cluster::Column::StackId,
+    cluster::Column::Status,
+    cluster::Column::HealthStatus,
+];
+
+/// The integer type SUM is cast to (its own type differs per engine: DECIMAL on MySQL).
+fn int64(backend: DbBackend) -> &'static str {
+    match backend {
+        DbBackend::MySql => "SIGNED",
+        DbBackend::Postgres => "BIGINT",
+        _ => "INTEGER",
+    }
 }
 
 /// Clusters and nodes, as `GET /v1/stats` reports them.
@@ -230,6 +280,101 @@ impl ClusterRepo<'_> {
         fetch_all(self.db.conn(), q).await
     }
 
+    /// One page of the brief list with each cluster's node counts, in two statements: the
+    /// page's columns that the list shows, then `(cluster, role, count)` of the nodegroups
+    /// joined on that page. Before, whole rows were read, then the nodegroups through a
+    /// 1,000-uuid `IN` list. (Summing in correlated sub-selects made it one statement, but
+    /// MariaDB served that at half the rate of these two.)
+    pub async fn list_brief(
+        &self,
+        ctx: &RequestContext,
+        filters: &ClusterFilters,
+        page: &Page<Cluster>,
+    ) -> Result<Vec<ClusterSummary>> {
+        use sea_orm::sea_query::{Alias, JoinType};
+        use sea_orm::{QuerySelect, QueryTrait};
+        let backend = self.db.backend();
+        let paged = paginate(backend, Self::filtered(ctx, filters), page)?;
+        let uuids = paged
+            .clone()
+            .select_only()
+            .column(cluster::Column::Uuid)
+            .into_query();
+        let q = paged.select_only().columns(SUMMARY_COLUMNS);
+        let conn = self.db.conn();
+        let rows = conn
+            .query_all_raw(q.build(backend))
+            .await
+            .map_err(map_db_err)?;
+        let summary = |r: &sea_orm::QueryResult| -> std::result::Result<_, sea_orm::DbErr> {
+            let c = Cols::of(r)?;
+            Ok(ClusterSummary {
+                uuid: c.get(0)?,
+                name: c.get(1)?,
+                cluster_template_id: c.get(2)?,
+                keypair: c.get(3)?,
+                docker_volume_size: c.get(4)?,
+                labels: c.get(5)?,
+                master_flavor_id: c.get(6)?,
+                flavor_id: c.get(7)?,
+                create_timeout: c.get(8)?,
+                stack_id: c.get(9)?,
+                status: c.get(10)?,
+                health_status: c.get(11)?,
+                node_count: 0,
+                master_count: 0,
+            })
+        };
+        let mut out = rows
+            .iter()
+            .map(|r| summary(r).map_err(map_db_err))
+            .collect::<Result<Vec<_>>>()?;
+        if out.is_empty() {
+            return Ok(out);
+        }
+        let ng = |c: nodegroup::Column| (nodegroup::Entity, c);
+        let counts = Query::select()
+            .columns([
+                ng(nodegroup::Column::ClusterId),
+                ng(nodegroup::Column::Role),
+                ng(nodegroup::Column::NodeCount),
+            ])
+            .from(nodegroup::Entity)
+            .join_subquery(
+                JoinType::InnerJoin,
+                uuids,
+                Alias::new("page"),
+                Expr::col(ng(nodegroup::Column::ClusterId))
+                    .equals((Alias::new("page"), cluster::Column::Uuid)),
+            )
+            .to_owned();
+        let counts = conn
+            .query_all_raw(backend.build(&counts))
+            .await
+            .map_err(map_db_err)?;
+        let at: std::collections::HashMap<String, usize> = out
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| Some((c.uuid.clone()?, i)))
+            .collect();
+        for r in &counts {
+            let c = Cols::of(r).map_err(map_db_err)?;
+            let cluster: Option<String> = c.get(0).map_err(map_db_err)?;
+            let role: Option<String> = c.get(1).map_err(map_db_err)?;
+            // A NULL count reads as the object's default, 1.
+            let n = i64::from(c.get::<i32>(2).map_err(map_db_err)?.unwrap_or(1));
+            let Some(i) = cluster.and_then(|u| at.get(&u).copied()) else {
+                continue;
+            };
+            if role.as_deref() == Some("master") {
+                out[i].master_count += n;
+            } else {
+                out[i].node_count += n;
+            }
+        }
+        Ok(out)
+    }
+
     pub async fn count(&self, ctx: &RequestContext, filters: &ClusterFilters) -> Result<u64> {
         count(self.db.conn(), Self::filtered(ctx, filters)).await
     }
@@ -316,13 +461,8 @@ impl ClusterRepo<'_> {
             clusters = clusters.filter(cluster::Column::ProjectId.eq(p));
         }
         let clusters = count(self.db.conn(), clusters).await?;
-        // SUM's type differs per engine (DECIMAL on MySQL); cast it to a 64-bit integer.
         let backend = self.db.backend();
-        let int = match backend {
-            DbBackend::MySql => "SIGNED",
-            DbBackend::Postgres => "BIGINT",
-            _ => "INTEGER",
-        };
+        let int = int64(backend);
         let mut sql = format!("SELECT CAST(COALESCE(SUM(node_count), 0) AS {int}) FROM nodegroup");
         let mut values = Vec::new();
         if let Some(p) = project_id {
