@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod capi_soak;
 mod health;
 
 use std::sync::Arc;

@@ -451,6 +451,32 @@ impl CapiDriver {
                 report.nodegroups.push(r);
             }
         }
+        // The cluster is not complete while a worker nodegroup still is on its way (a
+        // nodegroup being deleted whose MachineDeployment has not shown its deletion yet):
+        // no sweep looks at a complete cluster again, so its nodegroup would wait for ever.
+        let busy = ngs.iter().find(|ng| {
+            let reported = report
+                .nodegroups
+                .iter()
+                .find(|r| r.uuid == ng.uuid.as_str());
+            if reported.is_some_and(|r| r.deleted) || ng.role == NodegroupRole::Master {
+                return false;
+            }
+            reported
+                .and_then(|r| r.status)
+                .or(ng.status)
+                .is_some_and(|s| s.as_str().ends_with("_IN_PROGRESS"))
+        });
+        if let Some(ng) = busy
+            && op != Operation::Delete
+            && verdict.status == complete_of(op)
+        {
+            let why = format!("Waiting for nodegroup {} to finish", ng.name);
+            report.status =
+                (cluster.status != Some(in_progress_of(op))).then_some(in_progress_of(op));
+            report.status_reason =
+                (cluster.status_reason.as_deref() != Some(why.as_str())).then_some(Some(why));
+        }
         Ok(report)
     }
 }

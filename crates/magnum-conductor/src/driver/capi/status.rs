@@ -269,6 +269,14 @@ fn deployment_verdict(op: Operation, md: &Value, machines: &[Value]) -> Nodegrou
         .into_iter()
         .cloned()
         .collect();
+    if s(md, &["metadata", "deletionTimestamp"]).is_some() {
+        // Going, with its Machines: never settled (a deleted nodegroup waits for it to go).
+        return NodegroupVerdict {
+            name: ng_name,
+            status: op.in_progress(),
+            reason: Some(format!("MachineDeployment {} is being deleted", name(md))),
+        };
+    }
     if let Some(f) = failure(md) {
         return NodegroupVerdict {
             name: ng_name,
