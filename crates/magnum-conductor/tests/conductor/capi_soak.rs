@@ -4,6 +4,8 @@
 //! a client per call, #822). Needs Python 3.11 and openssl (test-support/kube/setup-venv.sh
 //! builds its venv); skipped with a note when the stand-in cannot start.
 
+#![allow(clippy::print_stderr)]
+
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
