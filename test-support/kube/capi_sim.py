@@ -1305,7 +1305,14 @@ class Run:
     def ensure_finalizer(self):
         fins = finalizers_of(self.cl)
         if FINALIZER["Cluster"] not in fins:
-            self.patch("Cluster", self.cl, {"metadata": {"finalizers": fins + [FINALIZER["Cluster"]]}})
+            patch = {"metadata": {"finalizers": fins + [FINALIZER["Cluster"]]}}
+            # First sight of this Cluster: CAPI_SIM_DEFAULT_FAULT becomes its fault
+            # annotation before anything is built, so a test's fault cannot lose a race with
+            # the provisioning (removing the annotation later lifts it as usual).
+            default_fault = os.environ.get("CAPI_SIM_DEFAULT_FAULT", "")
+            if default_fault and A_FAULT not in annotations_of(self.cl):
+                patch["metadata"]["annotations"] = {A_FAULT: default_fault}
+            self.patch("Cluster", self.cl, patch)
             self.load()
 
     def class_name(self):

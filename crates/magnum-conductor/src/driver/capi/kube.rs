@@ -267,6 +267,32 @@ impl Management {
             .map_err(|e| KubeError::from_kube(format!("{} {name}", kind.name()), e))
     }
 
+    /// A merge patch of `obj` at the API version it was read at (a v1beta1 object that
+    /// magnum-cluster-api wrote is patched as v1beta1; a real server converts either way).
+    pub async fn merge_stored(
+        &self,
+        kind: Kind,
+        obj: &Value,
+        patch: &Value,
+    ) -> Result<(), KubeError> {
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        let (group, version, kind_name, plural) = kind.parts();
+        let stored = obj["apiVersion"].as_str().unwrap_or_default();
+        let version = stored
+            .strip_prefix(&format!("{group}/"))
+            .filter(|v| !v.is_empty())
+            .unwrap_or(version);
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(group, version, kind_name),
+            plural,
+        );
+        Api::<DynamicObject>::namespaced_with(self.client.clone(), &self.namespace, &resource)
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map(drop)
+            .map_err(|e| KubeError::from_kube(format!("{kind_name} {name}"), e))
+    }
+
     pub async fn get(&self, kind: Kind, name: &str) -> Result<Option<Value>, KubeError> {
         let got = self
             .api(kind)

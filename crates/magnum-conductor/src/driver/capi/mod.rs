@@ -398,7 +398,7 @@ impl CapiDriver {
             });
             if hit {
                 let patch = json!({"metadata": {"annotations": {render::DELETE_MACHINE: "yes"}}});
-                mgmt.merge(Kind::Machine, name, &patch).await?;
+                mgmt.merge_stored(Kind::Machine, &m, &patch).await?;
             }
         }
         Ok(())
@@ -983,6 +983,17 @@ impl CapiDriver {
             for name in render::secret_names(s) {
                 if mgmt.delete(Kind::Secret, &name).await.is_err() {
                     ok = false;
+                }
+            }
+            // What magnum-cluster-api made beside its clusters, by its names: the addons
+            // ClusterResourceSet and Secret named by the uuid, the cloud provider's by the
+            // CAPI name.
+            let uuid = cluster.uuid.to_string();
+            for name in [uuid.clone(), format!("{s}-cloud-provider")] {
+                for kind in [Kind::ClusterResourceSet, Kind::Secret] {
+                    if mgmt.delete(kind, &name).await.is_err() {
+                        ok = false;
+                    }
                 }
             }
         }
