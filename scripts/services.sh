@@ -29,6 +29,15 @@ ensure_openssl() {
     fi
 }
 
+# curl reads the Kubernetes API stand-in (test-support/kube) with its client certificate in
+# the Cluster API driver's tests.
+ensure_curl() {
+    if ! command -v curl >/dev/null 2>&1; then
+        log "installing curl"
+        apt_install curl
+    fi
+}
+
 # The real OpenStack services (test-support/openstack) live in venvs of Debian's python3 and
 # build uWSGI (and two other source-only packages) once, with gcc and the Python headers.
 ensure_python_build() {

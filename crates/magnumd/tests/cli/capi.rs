@@ -203,6 +203,19 @@ pub(crate) fn status_is(want: &'static str) -> impl Fn(&Value) -> bool {
     }
 }
 
+/// Polls `cluster list` until it is empty.
+pub(crate) fn wait_all_deleted(cli: &Cli, secs: u64) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let listed = cli.json(CLOUD, &["coe", "cluster", "list"]);
+        if listed.as_array().is_some_and(Vec::is_empty) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never deleted: {listed}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
 /// magnumd serving with Keystone and the Cluster API driver pointed at the stand-in.
 pub(crate) struct Stack {
     pub(crate) cli: Cli,
@@ -375,21 +388,8 @@ fn a_cluster_api_cluster_lives_its_whole_life_through_the_openstack_client() {
 
     // `cluster config`: the kubeconfig's CA is the one in the cluster's `-ca` Secret (what
     // kubeadm adopted), so the client certificate works against the built cluster.
-    let kube_dir = st.work.path().join("life-kube");
-    std::fs::create_dir_all(&kube_dir).unwrap();
-    cli.ok(
-        CLOUD,
-        &[
-            "coe",
-            "cluster",
-            "config",
-            "life",
-            "--dir",
-            kube_dir.to_str().unwrap(),
-            "--force",
-        ],
-    );
-    let kc = std::fs::read_to_string(kube_dir.join("config")).unwrap();
+    // (check_kubeconfig verifies its client certificate against its CA with openssl.)
+    let kc = crate::lifecycle::check_kubeconfig(cli, CLOUD, "life", st.work.path());
     let server = kubeconfig_field(&kc, "server");
     assert_eq!(server, c["api_address"].as_str().unwrap());
     let ca_secret = kube.get(&format!(
@@ -402,23 +402,6 @@ fn a_cluster_api_cluster_lives_its_whole_life_through_the_openstack_client() {
         .decode(kubeconfig_field(&kc, "certificate-authority-data"))
         .unwrap();
     assert_eq!(pem(&crate::text(&secret_ca)), pem(&crate::text(&config_ca)));
-    let ca_file = st.work.path().join("capi-ca.pem");
-    let client_file = st.work.path().join("capi-client.pem");
-    std::fs::write(&ca_file, &secret_ca).unwrap();
-    std::fs::write(
-        &client_file,
-        base64::engine::general_purpose::STANDARD
-            .decode(kubeconfig_field(&kc, "client-certificate-data"))
-            .unwrap(),
-    )
-    .unwrap();
-    let verified = openssl(&[
-        "verify",
-        "-CAfile",
-        ca_file.to_str().unwrap(),
-        client_file.to_str().unwrap(),
-    ]);
-    assert!(crate::text(&verified.stdout).contains(": OK"));
 
     // The workload API, as a loopback server with a certificate from the cluster's own CA
     // (its key is in the `-ca` Secret) that checks client certificates against that CA:
@@ -606,15 +589,7 @@ fn a_cluster_api_cluster_lives_its_whole_life_through_the_openstack_client() {
 
     // Delete: nothing of it is left in the management cluster.
     cli.ok(CLOUD, &["coe", "cluster", "delete", "life"]);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let listed = cli.json(CLOUD, &["coe", "cluster", "list"]);
-        if listed.as_array().is_some_and(Vec::is_empty) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "never deleted: {listed}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    wait_all_deleted(cli, 120);
     let left = leftovers(kube, &uuid, &stack_id);
     assert!(left.is_empty(), "left in the management cluster: {left:?}");
     eprintln!(
@@ -625,7 +600,6 @@ fn a_cluster_api_cluster_lives_its_whole_life_through_the_openstack_client() {
             "OFF: ../shared/fixtures/capi-crds absent"
         }
     );
-    let _ = json!({});
 }
 
 /// test-support/kube/workload_api.py: the cluster's API for the health worker.
@@ -881,15 +855,7 @@ fn cluster_api_faults_show_their_root_cause_time_out_recover_and_block_a_delete(
     for name in ["quota0", "quota2", "quota3", "quota4"] {
         cli.ok(CLOUD, &["coe", "cluster", "delete", name]);
     }
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        let listed = cli.json(CLOUD, &["coe", "cluster", "list"]);
-        if listed.as_array().is_some_and(Vec::is_empty) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "never deleted: {listed}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    wait_all_deleted(cli, 180);
 }
 
 fn octavia_sql(env: &crate::cloud::Env, statement: &str) {
@@ -1049,15 +1015,7 @@ fn in_the_cloud_a_delete_takes_the_cloud_controllers_load_balancers_first() {
         &c,
         &format!("UPDATE load_balancer SET provisioning_status = 'DELETED' WHERE id = '{lb_id}'"),
     );
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let listed = cli.json(CLOUD, &["coe", "cluster", "list"]);
-        if listed.as_array().is_some_and(Vec::is_empty) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "never deleted: {listed}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    wait_all_deleted(cli, 120);
     let uuid = done["uuid"].as_str().unwrap();
     assert!(leftovers(&kube, uuid, &stack_id).is_empty());
 }

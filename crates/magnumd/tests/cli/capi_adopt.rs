@@ -360,21 +360,7 @@ fn a_cluster_built_by_magnum_cluster_api_is_adopted_read_resized_scaled_and_dele
     wait_nodegroup(cli, "adopted", "default-master", "CREATE_COMPLETE");
     assert_still_mcapis(kube, &stack_id, &original);
     // The certificate refs upstream left serve `cluster config` as before.
-    let kube_dir = st.work.path().join("adopted-kube");
-    std::fs::create_dir_all(&kube_dir).unwrap();
-    cli.ok(
-        CLOUD,
-        &[
-            "coe",
-            "cluster",
-            "config",
-            "adopted",
-            "--dir",
-            kube_dir.to_str().unwrap(),
-            "--force",
-        ],
-    );
-    let kc = std::fs::read_to_string(kube_dir.join("config")).unwrap();
+    let kc = crate::lifecycle::check_kubeconfig(cli, CLOUD, "adopted", st.work.path());
     assert!(kc.contains(c["api_address"].as_str().unwrap()), "{kc}");
 
     // Resize 1 -> 2: mcapi's topology is patched in place (its class, variables and entry

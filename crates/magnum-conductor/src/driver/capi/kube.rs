@@ -257,16 +257,6 @@ impl Management {
             .map_err(|e| KubeError::from_kube(format!("{} {name}", kind.name()), e))
     }
 
-    /// A merge patch as another manager (annotations the driver does not render, such as
-    /// the delete-machine mark on a Machine).
-    pub async fn merge(&self, kind: Kind, name: &str, patch: &Value) -> Result<(), KubeError> {
-        self.api(kind)
-            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-            .map(drop)
-            .map_err(|e| KubeError::from_kube(format!("{} {name}", kind.name()), e))
-    }
-
     /// A merge patch of `obj` at the API version it was read at (a v1beta1 object that
     /// magnum-cluster-api wrote is patched as v1beta1; a real server converts either way).
     pub async fn merge_stored(
