@@ -155,6 +155,9 @@ impl IntoResponse for ApiError {
         let status = self.status();
         if status.is_server_error() {
             tracing::error!(status = status.as_u16(), "{self}");
+        } else {
+            // What the client is told, so an operator can see why a request failed.
+            tracing::info!(status = status.as_u16(), "{self}");
         }
         let mut resp = json_response(status, &self.body());
         if let ApiError::Unauthorized { www_authenticate } = &self

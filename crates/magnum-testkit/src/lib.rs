@@ -3,7 +3,7 @@
 //!
 //! Features: `db` (a fresh SQLite database at head, throwaway MariaDB/PostgreSQL databases),
 //! `rpc` (a recording fake conductor). Without them: gates, process guards, a free port and
-//! raw HTTP, with no dependency at all.
+//! raw HTTP and the secrets scan's inputs, with no dependency at all.
 
 // Test support: a failed setup must fail the test that asked for it, loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
@@ -11,6 +11,8 @@
 mod gate;
 mod net;
 mod process;
+/// The suite-wide secrets scan's inputs.
+pub mod scan;
 
 #[cfg(feature = "db")]
 pub mod db;

@@ -22,6 +22,12 @@ pub fn raw_http(port: u16, request: &str, timeout: Duration) -> String {
     s.write_all(request.as_bytes()).unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
+    if let (Some(code), Some((_, body))) = (
+        out.get(9..12).and_then(|c| c.parse().ok()),
+        out.split_once("\r\n\r\n"),
+    ) {
+        crate::scan::error_body(code, body);
+    }
     out
 }
 

@@ -3,7 +3,7 @@
 
 use std::ops::{Deref, DerefMut};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 /// One child, killed and reaped on drop. Made by [`ChildGuard::spawn`] it leads its own
@@ -11,6 +11,8 @@ use std::process::{Child, Command, Stdio};
 pub struct ChildGuard {
     child: Child,
     group: bool,
+    /// Our own process's log, kept for the secrets scan once it stopped.
+    log: Option<PathBuf>,
 }
 
 impl ChildGuard {
@@ -19,13 +21,25 @@ impl ChildGuard {
         Self {
             child,
             group: false,
+            log: None,
         }
     }
 
     /// Spawns `cmd` in a process group of its own.
     pub fn spawn(cmd: &mut Command) -> Self {
         let child = cmd.process_group(0).spawn().unwrap();
-        Self { child, group: true }
+        Self {
+            child,
+            group: true,
+            log: None,
+        }
+    }
+
+    /// Marks `path` as this child's log: a `magnumd` whose output the suite-wide secrets
+    /// scan reads ([`crate::scan`]).
+    pub fn keep_log(mut self, path: &Path) -> Self {
+        self.log = Some(path.to_owned());
+        self
     }
 
     /// Kills the child (and its group) and reaps it. Idempotent.
@@ -39,6 +53,9 @@ impl ChildGuard {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(log) = self.log.take() {
+            crate::scan::keep_log(&log);
+        }
     }
 }
 
@@ -66,11 +83,18 @@ impl Drop for ChildGuard {
 pub struct Children(pub Vec<ChildGuard>);
 
 impl Children {
-    /// Spawns `cmd` in its own process group, stdout discarded, stderr to the file `log`.
+    /// Spawns `cmd` in its own process group, stdout discarded, stderr to the file `log`
+    /// (kept for the secrets scan when `cmd` is our `magnumd`).
     pub fn spawn(&mut self, mut cmd: Command, log: &Path) -> usize {
-        let log = std::fs::File::create(log).unwrap();
-        self.0
-            .push(ChildGuard::spawn(cmd.stdout(Stdio::null()).stderr(log)));
+        let ours = Path::new(cmd.get_program())
+            .file_name()
+            .is_some_and(|n| n == "magnumd");
+        let file = std::fs::File::create(log).unwrap();
+        let mut child = ChildGuard::spawn(cmd.stdout(Stdio::null()).stderr(file));
+        if ours {
+            child = child.keep_log(log);
+        }
+        self.0.push(child);
         self.0.len() - 1
     }
 

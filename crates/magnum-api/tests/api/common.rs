@@ -203,6 +203,7 @@ impl Server {
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
         let text = resp.text().await.unwrap();
+        magnum_testkit::scan::error_body(status, &text);
         let body = if text.is_empty() {
             Value::Null
         } else {

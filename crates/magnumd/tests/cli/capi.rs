@@ -262,8 +262,8 @@ pub(crate) fn stack_with(step: &str, extra_conf: &str, sim_env: &[(&str, &str)])
             .status
             .success()
     );
-    let log = std::fs::File::create(work.path().join("magnumd.log")).unwrap();
-    running.api = Some(crate::spawn_magnumd(&conf, "serve", log, api_port));
+    let log = work.path().join("magnumd.log");
+    running.api = Some(crate::spawn_magnumd(&conf, "serve", &log, api_port));
     Some(Stack {
         cli: Cli::keystone(&env),
         kube,
@@ -941,6 +941,12 @@ fn in_the_cloud_a_delete_takes_the_cloud_controllers_load_balancers_first() {
     let clouds: Value = serde_json::from_slice(&clouds).unwrap();
     let cloud = &clouds["clouds"]["default"];
     assert_eq!(cloud["auth_type"], "v3applicationcredential", "{cloud}");
+    magnum_testkit::scan::secret(
+        "the cloud-config Secret's application credential secret",
+        cloud["auth"]["application_credential_secret"]
+            .as_str()
+            .unwrap_or_default(),
+    );
     assert!(
         cloud["auth"]["application_credential_id"]
             .as_str()

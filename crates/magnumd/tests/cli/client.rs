@@ -37,8 +37,9 @@ impl Drop for Running {
     }
 }
 
+/// The `export K=V` lines of an env.sh (its passwords go to the secrets scan's list).
 pub(crate) fn read_env(path: &Path) -> HashMap<String, String> {
-    std::fs::read_to_string(path)
+    let vars: HashMap<String, String> = std::fs::read_to_string(path)
         .unwrap()
         .lines()
         .filter_map(|l| l.strip_prefix("export ")?.split_once('='))
@@ -48,7 +49,9 @@ pub(crate) fn read_env(path: &Path) -> HashMap<String, String> {
                 v.trim_matches('\'').trim_matches('"').to_owned(),
             )
         })
-        .collect()
+        .collect();
+    magnum_testkit::scan::secrets_of_env(&vars);
+    vars
 }
 
 /// A real Keystone for this test (stopped when the guard drops) whose catalog points
@@ -271,8 +274,8 @@ fn openstack_coe_commands_as_each_persona() {
             .status
             .success()
     );
-    let log = std::fs::File::create(work.path().join("api.log")).unwrap();
-    let api = crate::spawn_magnumd(&conf, "serve", log, api_port);
+    let log = work.path().join("api.log");
+    let api = crate::spawn_magnumd(&conf, "serve", &log, api_port);
     running.api = Some(api);
 
     let cli = Cli::keystone(&env);
@@ -631,8 +634,8 @@ fn openstacksdk_manages_templates_and_clusters() {
             .status
             .success()
     );
-    let log = std::fs::File::create(work.path().join("api.log")).unwrap();
-    running.api = Some(crate::spawn_magnumd(&conf, "serve", log, api_port));
+    let log = work.path().join("api.log");
+    running.api = Some(crate::spawn_magnumd(&conf, "serve", &log, api_port));
     let out = Command::new(format!("{}/bin/python", env["MAGNUM_TEST_VENV"]))
         .arg(repo_root().join("test-support/keystone/sdk_lifecycle.py"))
         .arg("demo-member")

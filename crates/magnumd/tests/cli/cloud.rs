@@ -281,19 +281,18 @@ pub(crate) struct Magnum {
 impl Magnum {
     /// A `magnumd conductor` beside this test's `magnumd api` (stopped when dropped).
     fn conductor(&self) -> ChildGuard {
-        let log = std::fs::File::create(
-            self.work
-                .path()
-                .join(format!("conductor-{}.log", magnum_testkit::tag())),
-        )
-        .unwrap();
+        let path = self
+            .work
+            .path()
+            .join(format!("conductor-{}.log", magnum_testkit::tag()));
+        let log = std::fs::File::create(&path).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_magnumd"))
             .args(["--config-file", &self.conf, "conductor"])
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
             .unwrap();
-        ChildGuard::new(child)
+        ChildGuard::new(child).keep_log(&path)
     }
 
     /// One SQL statement on this magnumd's MariaDB database (the mysql CLI).
@@ -389,8 +388,8 @@ fn start_magnum_as(c: &Cloud, extra: &str, sub: &str) -> Magnum {
             .status
             .success()
     );
-    let log = std::fs::File::create(work.path().join("api.log")).unwrap();
-    let api = crate::spawn_magnumd(&conf, sub, log, port);
+    let log = work.path().join("api.log");
+    let api = crate::spawn_magnumd(&conf, sub, &log, port);
     let cli = Cli {
         openstack: c.ks["MAGNUM_TEST_OPENSTACK"].clone(),
         clouds: Some(clouds_file.display().to_string()),
@@ -626,6 +625,10 @@ fn templates_and_clusters_are_validated_against_the_real_services() {
     assert_eq!(payload["status"], 200, "{payload}");
     let cred = &payload["body"];
     assert_eq!(cred["id"], creds[0]["id"]);
+    magnum_testkit::scan::secret(
+        "a cluster's application credential secret",
+        cred["secret"].as_str().unwrap_or_default(),
+    );
     let auth = c.keystone(
         false,
         "POST",
@@ -1114,11 +1117,30 @@ fn noauth_with_service_credentials_still_validates() {
 /// The fault suite's Barbican case: openstacksdk bursts creates, resizes and deletes at a
 /// magnumd that keeps certificates and credentials in the real Barbican, which is stopped for
 /// a while mid-burst. Every 2xx is carried out (creates accepted before the stop wait and
-/// complete after it), every refusal is a 503 within 2 s, nothing stays in progress.
+/// complete after it), every refusal is a 503 within 2 s, nothing stays in progress, and
+/// every notification (over RabbitMQ, consumed by an oslo.messaging listener) arrives once.
 #[test]
 fn a_burst_survives_barbican_stopped() {
     let Some(c) = cloud() else { return };
-    let m = start_magnum(&c, "[quotas]\nmax_clusters_per_project = 1000\n");
+    let Some(rabbit) = magnum_testkit::env_or_skip("MAGNUM_TEST_RABBIT_URL") else {
+        return;
+    };
+    // No broker restart under this test's listener.
+    let _broker = crate::broker_lock();
+    let tag = magnum_testkit::tag();
+    let m = start_magnum(
+        &c,
+        &format!(
+            "[DEFAULT]\ntransport_url = {rabbit}\ncontrol_exchange = magnum_{tag}\n\n\
+             [oslo_messaging_notifications]\ndriver = messagingv2\ntopics = notifications_{tag}\n\n\
+             [quotas]\nmax_clusters_per_project = 1000\n"
+        ),
+    );
+    let listener = crate::rabbit::Listener::start(
+        &rabbit,
+        &format!("magnum_{tag}"),
+        &format!("notifications_{tag}"),
+    );
     let (cli, who) = (&m.cli, "demo-member");
     let t = cli.create_template(who, "burst-t", "fedora-coreos-40", &FLAVORS);
     let template = t["uuid"].as_str().unwrap().to_owned();
@@ -1180,4 +1202,12 @@ fn a_burst_survives_barbican_stopped() {
         }
     }
     eprintln!("barbican burst: {gone} deleted clusters left nothing in Barbican");
+
+    std::thread::sleep(Duration::from_secs(3));
+    let events = listener.stop();
+    crate::faults::assert_notified_once(&events, &created, &deleted, &answers);
+    eprintln!(
+        "barbican burst: {} notifications, each once, one outcome per accepted create and delete",
+        events.len()
+    );
 }

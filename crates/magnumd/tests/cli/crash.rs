@@ -12,11 +12,6 @@ use crate::client::free_port;
 use crate::http;
 
 fn serve(conf: &Path, port: u16, log: &Path) -> ChildGuard {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .unwrap();
     crate::spawn_magnumd(conf.to_str().unwrap(), "serve", log, port)
 }
 

@@ -30,8 +30,12 @@ pub(crate) fn keystone_and_api(work: &Path) -> (Running, HashMap<String, String>
     let conf = conf.display().to_string();
     let up = crate::magnumd(&["--config-file", &conf, "db", "upgrade"]);
     assert!(up.status.success(), "{}", crate::text(&up.stderr));
-    let log = std::fs::File::create(work.join("api.log")).unwrap();
-    running.api = Some(crate::spawn_magnumd(&conf, "serve", log, port));
+    running.api = Some(crate::spawn_magnumd(
+        &conf,
+        "serve",
+        &work.join("api.log"),
+        port,
+    ));
     (running, env, port)
 }
 

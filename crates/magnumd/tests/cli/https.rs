@@ -121,7 +121,7 @@ fn api_serves_the_openstack_client_over_https() {
         String::from_utf8_lossy(&up.stderr)
     );
     let log = dir.join("api.log");
-    let api = crate::spawn_magnumd(&conf, "api", std::fs::File::create(&log).unwrap(), api_port);
+    let api = crate::spawn_magnumd(&conf, "api", &log, api_port);
     running.api = Some(api);
 
     let with_ca = Cli {
@@ -247,8 +247,8 @@ fn keystone_over_https_is_trusted_through_cafile_or_insecure() {
             .status
             .success()
     );
-    let log = std::fs::File::create(dir.join("serve.log")).unwrap();
-    running.api = Some(crate::spawn_magnumd(&trusted, "serve", log, api_port));
+    let log = dir.join("serve.log");
+    running.api = Some(crate::spawn_magnumd(&trusted, "serve", &log, api_port));
     let cli = Cli::keystone(&env);
     let created = cli.create_template("demo-member", "ks-tls", "fedora-coreos-40", &[]);
     assert_eq!(created["name"], "ks-tls");

@@ -345,8 +345,8 @@ fn cluster_lifecycle_on_sqlite_with_the_openstack_client() {
         ),
     )
     .unwrap();
-    let log = std::fs::File::create(work.path().join("serve.log")).unwrap();
-    let serve = crate::spawn_magnumd(conf.to_str().unwrap(), "serve", log, port);
+    let log = work.path().join("serve.log");
+    let serve = crate::spawn_magnumd(conf.to_str().unwrap(), "serve", &log, port);
     let _running = Running {
         api: Some(serve),
         keystone_dir: work.path().join("no-keystone"),
@@ -405,8 +405,8 @@ fn prometheus_scrapes_request_rates_and_clusters_by_status() {
         ),
     )
     .unwrap();
-    let log = std::fs::File::create(work.path().join("serve.log")).unwrap();
-    let serve = crate::spawn_magnumd(conf.to_str().unwrap(), "serve", log, port);
+    let log = work.path().join("serve.log");
+    let serve = crate::spawn_magnumd(conf.to_str().unwrap(), "serve", &log, port);
     let _running = Running {
         api: Some(serve),
         keystone_dir: work.path().join("no-keystone"),

@@ -36,25 +36,34 @@ pub(crate) fn broker_lock() -> std::sync::MutexGuard<'static, ()> {
 }
 
 pub(crate) fn magnumd(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_magnumd"))
+    let out = Command::new(env!("CARGO_BIN_EXE_magnumd"))
         .args(args)
         .env_remove("RUST_LOG")
         .env("RUST_BACKTRACE", "1")
         .output()
-        .unwrap()
+        .unwrap();
+    magnum_testkit::scan::keep_output("magnumd-command.out", &out.stdout);
+    magnum_testkit::scan::keep_output("magnumd-command.err", &out.stderr);
+    out
 }
 
-/// `magnumd --config-file <conf> <sub>` in the background, stderr into `log`, once it listens
-/// on `port`; stopped when the guard drops.
-pub(crate) fn spawn_magnumd(conf: &str, sub: &str, log: std::fs::File, port: u16) -> ChildGuard {
+/// `magnumd --config-file <conf> <sub>` in the background, stderr appended to `log` (kept for
+/// the secrets scan), once it listens on `port`; stopped when the guard drops.
+pub(crate) fn spawn_magnumd(conf: &str, sub: &str, log: &Path, port: u16) -> ChildGuard {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
     let mut child = ChildGuard::new(
         Command::new(env!("CARGO_BIN_EXE_magnumd"))
             .args(["--config-file", conf, sub])
             .stdout(std::process::Stdio::null())
-            .stderr(log)
+            .stderr(file)
             .spawn()
             .unwrap(),
-    );
+    )
+    .keep_log(log);
     magnum_testkit::wait_for_port(port, &mut child);
     child
 }
@@ -350,7 +359,8 @@ fn container_default_config_serves_the_embedded_default_on_every_address() {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap(),
-    );
+    )
+    .keep_log(&log);
     magnum_testkit::wait_for_port(port, &mut child);
     let reply = magnum_testkit::raw_http(
         port,
