@@ -7,8 +7,9 @@
 //!
 //! Liveness is upstream's heartbeat rule over a window shortened by one sweep interval, so a
 //! dead conductor's clusters are taken over within `service_down_time` of its last heartbeat.
-//! Python conductors heartbeat under the same binary and are owners like ours; they poll every
-//! cluster anyway, so nothing is left unpolled in a mixed deployment.
+//! Python conductors heartbeat under the same binary but cannot run our drivers (they poll
+//! every cluster with theirs anyway): over RabbitMQ, hosts that hold no membership queue of
+//! ours (magnum-rpc's `members`) are left out, so no cluster falls to them.
 
 use std::time::Duration;
 
@@ -45,6 +46,20 @@ impl Members {
             hosts,
             me: me.to_owned(),
         }
+    }
+
+    /// The other hosts.
+    pub(crate) fn others(&self) -> impl Iterator<Item = &str> {
+        self.hosts
+            .iter()
+            .map(String::as_str)
+            .filter(|h| *h != self.me)
+    }
+
+    /// Leaves `hosts` out (never `me`).
+    pub(crate) fn exclude(&mut self, hosts: &[String]) {
+        let me = &self.me;
+        self.hosts.retain(|h| h == me || !hosts.contains(h));
     }
 
     pub(crate) fn len(&self) -> usize {

@@ -153,8 +153,17 @@ impl Conductor {
                 wake_rx: Mutex::new(Some(rx)),
                 locks: Mutex::new(HashMap::new()),
                 credentials: std::sync::OnceLock::new(),
+                peers: std::sync::OnceLock::new(),
             }),
         }
+    }
+
+    /// Shares the periodic work only with the conductors `peers` says are ours (Python
+    /// conductors heartbeat under the same binary but cannot run our drivers). Without it,
+    /// every live heartbeat row is a member.
+    pub fn with_peers(self, peers: Arc<dyn magnum_rpc::oslo::Peers>) -> Self {
+        let _ = self.inner.peers.set(peers);
+        self
     }
 
     /// Hand this to drivers so they can report changes as they happen.

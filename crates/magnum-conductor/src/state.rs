@@ -81,6 +81,8 @@ pub(crate) struct Inner {
     /// Where the clusters' own OpenStack credentials are kept (with the Barbican store), so
     /// they go with their clusters.
     pub(crate) credentials: std::sync::OnceLock<Arc<magnum_openstack::OpenStack>>,
+    /// Which heartbeat rows are our conductors (over RabbitMQ); unset: all of them.
+    pub(crate) peers: std::sync::OnceLock<Arc<dyn magnum_rpc::oslo::Peers>>,
 }
 
 impl Inner {

@@ -87,7 +87,21 @@ pub(crate) async fn members(inner: &Inner) -> Result<Members> {
     let s = &inner.settings;
     let window = ownership_window(s.service_down_time, s.sync_interval, s.report_interval);
     let now = chrono::Utc::now().naive_utc();
-    Ok(Members::from_rows(&rows, &s.host, now, window))
+    let mut members = Members::from_rows(&rows, &s.host, now, window);
+    if let Some(peers) = inner.peers.get() {
+        let mut foreign = Vec::new();
+        for host in members.others() {
+            // Unknown (broker away, never asked): kept, as without a probe.
+            if peers.is_peer(host).await == Some(false) {
+                foreign.push(host.to_owned());
+            }
+        }
+        if !foreign.is_empty() {
+            tracing::debug!(?foreign, "live conductors that are not ours take no share");
+            members.exclude(&foreign);
+        }
+    }
+    Ok(members)
 }
 
 /// One pass over the in-progress clusters this conductor owns: five reads, then one task per

@@ -422,7 +422,8 @@ pub async fn run_conductor(cfg: &Config) -> Result<(), Failure> {
         publisher,
         Some(openstack(cfg)?),
     )
-    .map_err(|e| Failure::Config(e.to_string()))?;
+    .map_err(|e| Failure::Config(e.to_string()))?
+    .with_peers(Arc::new(handle.membership(&cfg.default.host)));
     if cfg.metrics.enabled && cfg.metrics.conductor_port != 0 {
         serve_conductor_metrics(cfg, db.clone()).await?;
     }

@@ -9,6 +9,7 @@ use magnum_core::config::Config;
 use super::client::OsloTransport;
 use super::codec::Codec;
 use super::connection::{Broker, ConnectError};
+use super::members::Membership;
 use super::notify::NotificationPublisher;
 use super::options::{OptionsError, OsloSettings};
 use super::server::{RpcServer, ServerConfig, generate_server_id};
@@ -96,6 +97,17 @@ impl OsloHandle {
                 server_id: server_id.unwrap_or_else(generate_server_id),
                 pool_size: self.settings.executor_thread_pool_size,
             },
+        )
+    }
+
+    /// Marks this process as our conductor `host` on the broker for as long as it is
+    /// connected, and tells which other hosts are ours ([`Membership`]).
+    pub fn membership(&self, host: &str) -> Membership {
+        Membership::start(
+            self.broker.clone(),
+            &self.settings.control_exchange,
+            &self.settings.topic,
+            host,
         )
     }
 

@@ -385,3 +385,39 @@ async fn durable_declare_falls_back_to_an_existing_non_durable_exchange() {
     server.stop().await;
     h.close().await;
 }
+
+/// Membership: a conductor's marker queue is seen by another connection while its own is up,
+/// an unknown host is not ours, and a closed connection takes its marker with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conductor_is_a_peer_while_its_connection_lives() {
+    use magnum_rpc::oslo::Peers;
+    let Some(url) = rabbit_url() else { return };
+    let names = Names::new("members");
+    let a = connect(&url, &names).await;
+    let b = connect(&url, &names).await;
+    let host_a = unique("host-a");
+    let _mine = a.membership(&host_a);
+    let theirs = b.membership(&unique("host-b"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !theirs.probe(&host_a).await.unwrap() {
+        assert!(Instant::now() < deadline, "a's marker never appeared");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(theirs.is_peer(&host_a).await, Some(true));
+    // A Python conductor's host holds no marker.
+    assert!(!theirs.probe(&unique("python-host")).await.unwrap());
+    a.close().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while theirs.probe(&host_a).await.unwrap() {
+        assert!(
+            Instant::now() < deadline,
+            "a's marker outlived its connection"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(theirs.is_peer(&host_a).await, Some(false));
+    // The broker away: the last answer stands.
+    b.close().await;
+    assert_eq!(theirs.is_peer(&host_a).await, Some(false));
+    assert_eq!(theirs.is_peer("never-asked").await, None);
+}

@@ -34,7 +34,7 @@ fn conductor(conf: &Path, host_conf: &Path) -> Command {
 }
 
 /// A conductor's JSON log lines about sweeps: `(time, cluster)` for each poll.
-fn polls(log: &Path) -> Vec<(DateTime<Utc>, String)> {
+pub(crate) fn polls(log: &Path) -> Vec<(DateTime<Utc>, String)> {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     text.lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -47,7 +47,7 @@ fn polls(log: &Path) -> Vec<(DateTime<Utc>, String)> {
 }
 
 /// Which hosts polled each cluster between `from` and `to`.
-fn pollers(
+pub(crate) fn pollers(
     logs: &[(String, PathBuf)],
     from: DateTime<Utc>,
     to: DateTime<Utc>,
@@ -98,7 +98,12 @@ fn assert_exactly_one(
 }
 
 /// Waits until each log says its sweep is shared by `n` conductors after `since`.
-fn wait_members(logs: &[(String, PathBuf)], n: usize, since: DateTime<Utc>, limit: Duration) {
+pub(crate) fn wait_members(
+    logs: &[(String, PathBuf)],
+    n: usize,
+    since: DateTime<Utc>,
+    limit: Duration,
+) {
     let deadline = Instant::now() + limit;
     let wanted = format!("status sweep shared by {n} conductor(s)");
     loop {
@@ -128,13 +133,13 @@ fn wait_members(logs: &[(String, PathBuf)], n: usize, since: DateTime<Utc>, limi
 
 /// The test's own handle on the conductors' database: one runtime and one connection for the
 /// seeding and the polls.
-struct Rows {
+pub(crate) struct Rows {
     rt: tokio::runtime::Runtime,
     db: magnum_db::Database,
 }
 
 impl Rows {
-    fn open(db_url: &str) -> Self {
+    pub(crate) fn open(db_url: &str) -> Self {
         let rt = tokio::runtime::Runtime::new().unwrap();
         let db = rt
             .block_on(magnum_db::Database::connect(magnum_testkit::db::settings(
@@ -145,7 +150,7 @@ impl Rows {
     }
 
     /// `count` clusters of the simulated driver held in CREATE_IN_PROGRESS; their uuids.
-    fn seed(&self, count: usize) -> Vec<String> {
+    pub(crate) fn seed(&self, count: usize) -> Vec<String> {
         let db = &self.db;
         self.rt.block_on(async {
             let template = db
@@ -196,6 +201,17 @@ impl Rows {
             }
             uuids
         })
+    }
+
+    /// The conductors' heartbeat rows: host and report count.
+    pub(crate) fn conductor_rows(&self) -> Vec<(String, i32)> {
+        let rows = self
+            .rt
+            .block_on(self.db.magnum_services().of_binary("magnum-conductor"))
+            .unwrap();
+        rows.into_iter()
+            .filter_map(|r| Some((r.host?, r.report_count)))
+            .collect()
     }
 
     /// Lets every hung create complete at its next poll.
