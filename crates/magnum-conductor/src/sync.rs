@@ -1,8 +1,8 @@
 //! Status sync: drivers report changes as they happen (the waker), and a sweep every
 //! `[conductor] sync_interval` is the safety net. The sweep reads the live conductors and the
 //! in-progress clusters' uuids, then the rows, nodegroups and templates of the clusters this
-//! conductor owns (partition.rs): five statements whatever their number. It resumes creates
-//! a crash interrupted, and enforces `create_timeout` (upstream never did).
+//! conductor owns (partition.rs), 500 at a time: three statements and two per 500 clusters.
+//! It resumes creates a crash interrupted, and enforces `create_timeout` (upstream never did).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -104,13 +104,20 @@ pub(crate) async fn members(inner: &Inner) -> Result<Members> {
     Ok(members)
 }
 
-/// One pass over the in-progress clusters this conductor owns: five reads, then one task per
-/// cluster. Returns who shared the pass.
+/// One pass over the in-progress clusters this conductor owns: the uuids (ownership is
+/// decided on them alone), then the owned rows, their nodegroups and templates
+/// `SWEEP_CHUNK` clusters at a time, each polled in a task of its own. A task is spawned
+/// only once it has a permit and is reaped when done, so what a sweep holds is one chunk
+/// of rows and `MAX_CONCURRENT` tasks, whatever the number of clusters. Returns who shared
+/// the pass.
 pub(crate) async fn sweep(c: &Arc<Inner>, permits: &Arc<Semaphore>) -> Result<Members> {
+    use magnum_db::repo::cluster_template::ClusterTemplate;
+    use tokio::task::JoinSet;
+    /// Owned clusters read and handed to tasks at a time: two statements per chunk (rows,
+    /// nodegroups), and the memory of one chunk instead of all the owned rows.
+    const SWEEP_CHUNK: usize = 500;
     let inner = c.as_ref();
     let members = members(inner).await?;
-    // Ownership is decided on the uuids alone, so a conductor decodes only its own share of
-    // the rows (a third with three conductors), in one more statement whatever their number.
     let mut owned = inner.db.clusters().uuids_with_status(&IN_PROGRESS).await?;
     let in_progress = owned.len();
     owned.retain(|u| members.owns(u));
@@ -120,56 +127,56 @@ pub(crate) async fn sweep(c: &Arc<Inner>, permits: &Arc<Semaphore>) -> Result<Me
         conductors = members.len(),
         "status sweep"
     );
-    if owned.is_empty() {
-        return Ok(members);
-    }
-    let clusters = inner
-        .db
-        .clusters()
-        .with_status_among(&IN_PROGRESS, &owned)
-        .await?;
-    drop(owned);
-    let uuids: Vec<String> = clusters.iter().filter_map(|c| c.uuid.clone()).collect();
-    let mut ngs_of: HashMap<String, Vec<NodeGroup>> = HashMap::new();
-    for ng in inner.db.nodegroups().for_clusters(&uuids).await? {
-        ngs_of.entry(ng.cluster_id.clone()).or_default().push(ng);
-    }
-    let mut template_ids: Vec<String> = clusters
-        .iter()
-        .filter_map(|c| c.cluster_template_id.clone())
-        .collect();
-    template_ids.sort();
-    template_ids.dedup();
-    let templates = inner
-        .db
-        .cluster_templates()
-        .for_uuids(&template_ids)
-        .await?;
-    let mut tasks = Vec::with_capacity(clusters.len());
-    for cluster in clusters {
-        let uuid = cluster.uuid.clone().unwrap_or_default();
-        let ngs = ngs_of.remove(&uuid).unwrap_or_default();
-        let driver = templates
+    // Templates are few and shared: read once per sweep, as chunks name new ones.
+    let mut templates: HashMap<String, ClusterTemplate> = HashMap::new();
+    let mut tasks = JoinSet::new();
+    'chunks: for chunk in owned.chunks(SWEEP_CHUNK) {
+        let clusters = inner
+            .db
+            .clusters()
+            .with_status_among(&IN_PROGRESS, chunk)
+            .await?;
+        let uuids: Vec<String> = clusters.iter().filter_map(|c| c.uuid.clone()).collect();
+        let mut ngs_of: HashMap<String, Vec<NodeGroup>> = HashMap::new();
+        for ng in inner.db.nodegroups().for_clusters(&uuids).await? {
+            ngs_of.entry(ng.cluster_id.clone()).or_default().push(ng);
+        }
+        drop(uuids);
+        let mut missing: Vec<String> = clusters
             .iter()
-            .find(|t| t.uuid == cluster.cluster_template_id)
-            .ok_or_else(|| Error::ClusterTemplateNotFound {
-                template: cluster.cluster_template_id.clone().unwrap_or_default(),
-            })
-            .and_then(|t| inner.drivers.for_template(&t.into()));
-        tracing::debug!(cluster = %uuid, "status sweep: polling");
-        let (c, permits) = (c.clone(), permits.clone());
-        tasks.push(tokio::spawn(async move {
-            let Ok(_permit) = permits.acquire_owned().await else {
-                return;
-            };
-            if let Err(e) = process(&c, cluster, ngs, driver).await {
-                tracing::debug!(cluster = %uuid, error = %e, "status sync skipped");
+            .filter_map(|c| c.cluster_template_id.clone())
+            .filter(|t| !templates.contains_key(t))
+            .collect();
+        missing.sort();
+        missing.dedup();
+        for t in inner.db.cluster_templates().for_uuids(&missing).await? {
+            if let Some(uuid) = t.uuid.clone() {
+                templates.insert(uuid, t);
             }
-        }));
+        }
+        for cluster in clusters {
+            let uuid = cluster.uuid.clone().unwrap_or_default();
+            let ngs = ngs_of.remove(&uuid).unwrap_or_default();
+            let template = cluster.cluster_template_id.clone().unwrap_or_default();
+            let driver = templates
+                .get(&template)
+                .ok_or(Error::ClusterTemplateNotFound { template })
+                .and_then(|t| inner.drivers.for_template(&t.into()));
+            let Ok(permit) = permits.clone().acquire_owned().await else {
+                break 'chunks;
+            };
+            while tasks.try_join_next().is_some() {}
+            tracing::debug!(cluster = %uuid, "status sweep: polling");
+            let c = c.clone();
+            tasks.spawn(async move {
+                let _permit = permit;
+                if let Err(e) = process(&c, cluster, ngs, driver).await {
+                    tracing::debug!(cluster = %uuid, error = %e, "status sync skipped");
+                }
+            });
+        }
     }
-    for t in tasks {
-        let _ = t.await;
-    }
+    while tasks.join_next().await.is_some() {}
     Ok(members)
 }
 
