@@ -5,10 +5,21 @@
 //! that was most of a request's CPU. Here each entity lists its columns once, in entity
 //! order, and a row is decoded straight into the model's fields: the engine is matched once
 //! per row, and no value goes through sea-query's `Value` on its way in.
+//!
+//! The hot lists go one step further ([`each_row`]): their statements run on sqlx directly
+//! (no sea-orm `QueryResult` per row, no per-query tracing span), rows are handed over as
+//! they arrive, and text columns are read borrowed from the driver's row.
+
+use std::sync::Arc;
 
 use chrono::NaiveDateTime;
 use magnum_core::Result;
-use sea_orm::{ConnectionTrait, DbErr, EntityTrait, QueryResult, QueryTrait, Select};
+use sea_orm::{
+    ConnAcquireErr, ConnectionTrait, DbErr, EntityTrait, QueryResult, QueryTrait, RuntimeErr,
+    Select, Statement,
+};
+use sea_query_sqlx::SqlxValues;
+use sqlx::pool::PoolConnection;
 
 use crate::entity::{
     cluster, cluster_template, federation, magnum_service, nodegroup, quotas, x509keypair,
@@ -54,16 +65,27 @@ impl<'a> Cols<'a> {
         res.map_err(|e| DbErr::Type(e.to_string()))
     }
 
+    /// Column `i` as text borrowed from the row.
+    pub(crate) fn str(&self, i: usize) -> std::result::Result<Option<&'a str>, DbErr> {
+        use sqlx::Row;
+        let res = match *self {
+            Cols::MySql(r) => r.try_get::<Option<&'a str>, _>(i),
+            Cols::Postgres(r) => r.try_get::<Option<&'a str>, _>(i),
+            Cols::Sqlite(r) => r.try_get::<Option<&'a str>, _>(i),
+        };
+        res.map_err(|e| DbErr::Type(e.to_string()))
+    }
+
     fn text(&self, i: usize) -> std::result::Result<Option<String>, DbErr> {
         self.get(i)
     }
-    fn int(&self, i: usize) -> std::result::Result<Option<i32>, DbErr> {
+    pub(crate) fn int(&self, i: usize) -> std::result::Result<Option<i32>, DbErr> {
         self.get(i)
     }
-    fn flag(&self, i: usize) -> std::result::Result<Option<bool>, DbErr> {
+    pub(crate) fn flag(&self, i: usize) -> std::result::Result<Option<bool>, DbErr> {
         self.get(i)
     }
-    fn time(&self, i: usize) -> std::result::Result<Option<NaiveDateTime>, DbErr> {
+    pub(crate) fn time(&self, i: usize) -> std::result::Result<Option<NaiveDateTime>, DbErr> {
         self.get(i)
     }
     // NOT NULL columns (id, nodegroup uuid/name, ...) keep their default when NULL, which
@@ -75,6 +97,126 @@ impl<'a> Cols<'a> {
         Ok(self.int(i)?.unwrap_or_default())
     }
 }
+
+/// A driver row of one of the three engines.
+pub(crate) trait EngineRow {
+    fn cols(&self) -> Cols<'_>;
+}
+
+impl EngineRow for sqlx::mysql::MySqlRow {
+    fn cols(&self) -> Cols<'_> {
+        Cols::MySql(self)
+    }
+}
+
+impl EngineRow for sqlx::postgres::PgRow {
+    fn cols(&self) -> Cols<'_> {
+        Cols::Postgres(self)
+    }
+}
+
+impl EngineRow for sqlx::sqlite::SqliteRow {
+    fn cols(&self) -> Cols<'_> {
+        Cols::Sqlite(self)
+    }
+}
+
+/// The errors sea-orm makes of sqlx's, so that [`map_db_err`] treats both paths alike.
+pub(crate) fn acquire_err(e: sqlx::Error) -> DbErr {
+    match e {
+        sqlx::Error::PoolTimedOut => DbErr::ConnectionAcquire(ConnAcquireErr::Timeout),
+        sqlx::Error::PoolClosed => DbErr::ConnectionAcquire(ConnAcquireErr::ConnectionClosed),
+        e => DbErr::Conn(RuntimeErr::SqlxError(Arc::new(e))),
+    }
+}
+
+pub(crate) fn query_err(e: sqlx::Error) -> DbErr {
+    DbErr::Query(RuntimeErr::SqlxError(Arc::new(e)))
+}
+
+/// The sqlx query of a built statement, with its values bound as sea-orm binds them (the
+/// same text and parameter types, so the server sees the same prepared statement).
+fn sqlx_query<DB>(stmt: Statement) -> sqlx::query::Query<'static, DB, SqlxValues>
+where
+    DB: sqlx::Database,
+    SqlxValues: sqlx::IntoArguments<DB>,
+{
+    let values = stmt
+        .values
+        .unwrap_or(sea_orm::sea_query::Values(Vec::new()));
+    sqlx::query_with(sqlx::AssertSqlSafe(stmt.sql), SqlxValues(values))
+}
+
+/// Run `stmt` on `conn` and hand each row to `visit` as it arrives (nothing collected);
+/// returns the number of rows.
+pub(crate) async fn each_row<DB, F>(
+    conn: &mut PoolConnection<DB>,
+    stmt: Statement,
+    mut visit: F,
+) -> std::result::Result<usize, DbErr>
+where
+    DB: sqlx::Database,
+    DB::Row: EngineRow,
+    SqlxValues: sqlx::IntoArguments<DB>,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    F: FnMut(Cols<'_>) -> std::result::Result<(), DbErr>,
+{
+    use futures::TryStreamExt;
+    let mut rows = sqlx_query::<DB>(stmt).fetch(&mut **conn);
+    let mut n = 0;
+    while let Some(row) = rows.try_next().await.map_err(query_err)? {
+        visit(row.cols())?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Run `stmt` on `conn` and keep its rows (for a small result read before a streamed one).
+pub(crate) async fn all_rows<DB>(
+    conn: &mut PoolConnection<DB>,
+    stmt: Statement,
+) -> std::result::Result<Vec<DB::Row>, DbErr>
+where
+    DB: sqlx::Database,
+    SqlxValues: sqlx::IntoArguments<DB>,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+{
+    sqlx_query::<DB>(stmt)
+        .fetch_all(&mut **conn)
+        .await
+        .map_err(query_err)
+}
+
+/// `with_conn!(db, |conn| body)`: `body` (a `Result<_, DbErr>`, may await) with `conn`, a
+/// connection of the pool of `db`'s engine, so one generic reader serves all three.
+macro_rules! with_conn {
+    ($db:expr, |$conn:ident| $body:expr) => {{
+        use sea_orm::DatabaseConnectionType as Kind;
+        let c = $db.conn();
+        match &c.inner {
+            Kind::SqlxMySqlPoolConnection(_) => {
+                match c.get_mysql_connection_pool().acquire().await {
+                    Ok(mut $conn) => $body,
+                    Err(e) => Err($crate::rows::acquire_err(e)),
+                }
+            }
+            Kind::SqlxPostgresPoolConnection(_) => {
+                match c.get_postgres_connection_pool().acquire().await {
+                    Ok(mut $conn) => $body,
+                    Err(e) => Err($crate::rows::acquire_err(e)),
+                }
+            }
+            Kind::SqlxSqlitePoolConnection(_) => {
+                match c.get_sqlite_connection_pool().acquire().await {
+                    Ok(mut $conn) => $body,
+                    Err(e) => Err($crate::rows::acquire_err(e)),
+                }
+            }
+            _ => Err(sea_orm::DbErr::Custom("unsupported connection type".into())),
+        }
+    }};
+}
+pub(crate) use with_conn;
 
 /// A model decoded from a row holding every column of its entity, in entity order.
 pub(crate) trait Positional: Sized {

@@ -14,7 +14,7 @@ use http::{Method, StatusCode};
 use magnum_core::ids::is_uuid_like;
 use magnum_core::status::ClusterStatus;
 use magnum_core::{Error, RequestContext};
-use magnum_db::repo::cluster::{Cluster, ClusterFilters, ClusterSummary};
+use magnum_db::repo::cluster::{Cluster, ClusterBrief, ClusterFilters};
 use magnum_db::repo::nodegroup::NodeGroup;
 use magnum_service::clusters::{ClusterChange, NewCluster, ZERO_NODES};
 use serde_json::value::RawValue;
@@ -173,77 +173,6 @@ impl Nodes {
     }
 }
 
-/// A brief list item, keys in upstream's order, serialised straight from the row: the
-/// cluster list is a hot path.
-#[derive(serde::Serialize)]
-struct BriefView<'a> {
-    uuid: &'a Option<String>,
-    name: &'a Option<String>,
-    cluster_template_id: &'a Option<String>,
-    keypair: &'a Option<String>,
-    node_count: i64,
-    master_count: i64,
-    docker_volume_size: Option<i32>,
-    labels: Option<&'a RawValue>,
-    master_flavor_id: &'a Option<String>,
-    flavor_id: &'a Option<String>,
-    create_timeout: Option<i32>,
-    links: ClusterLinks<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stack_id: Option<&'a Option<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cluster_id: Option<&'a Option<String>>,
-    status: &'a Option<String>,
-    health_status: &'a Option<String>,
-    merge_labels: bool,
-}
-
-/// A cluster's `self` and `bookmark` links, written into the output as they are serialised
-/// (two formatted strings per cluster were a tenth of a 1,000-cluster list's allocations).
-struct ClusterLinks<'a> {
-    base: &'a str,
-    uuid: &'a str,
-}
-
-/// `{base}{prefix}clusters/{uuid}`, written without an intermediate string.
-struct Href<'a> {
-    base: &'a str,
-    prefix: &'static str,
-    uuid: &'a str,
-}
-
-impl std::fmt::Display for Href<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}{}clusters/{}", self.base, self.prefix, self.uuid)
-    }
-}
-
-impl serde::Serialize for Href<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-#[derive(serde::Serialize)]
-struct LinkView<'a> {
-    href: Href<'a>,
-    rel: &'static str,
-}
-
-impl serde::Serialize for ClusterLinks<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let link = |prefix, rel| LinkView {
-            href: Href {
-                base: self.base,
-                prefix,
-                uuid: self.uuid,
-            },
-            rel,
-        };
-        [link("/v1/", "self"), link("/", "bookmark")].serialize(s)
-    }
-}
-
 /// The full rendering (detail list items and GET one).
 #[derive(serde::Serialize)]
 struct FullView<'a> {
@@ -308,33 +237,344 @@ fn cluster_links(base: &str, c: &Cluster) -> [Link; 2] {
     )
 }
 
-fn brief<'a>(c: &'a ClusterSummary, req: &'a Req) -> BriefView<'a> {
-    let (stack_id, cluster_id) = if req.version >= ApiVersion::new(1, 13) {
-        (None, Some(&c.stack_id))
+/// A brief list item, keys in upstream's order, written straight from the driver's row:
+/// the cluster list is a hot path. The bytes are serde_json's compact rendering of the
+/// same fields (`out` writes them as it does).
+fn brief(o: &mut Vec<u8>, c: &ClusterBrief<'_>, base: &str, cluster_id: bool) {
+    o.extend_from_slice(b"{\"uuid\":");
+    out::opt_str(o, c.uuid);
+    o.extend_from_slice(b",\"name\":");
+    out::opt_str(o, c.name);
+    o.extend_from_slice(b",\"cluster_template_id\":");
+    out::opt_str(o, c.cluster_template_id);
+    o.extend_from_slice(b",\"keypair\":");
+    out::opt_str(o, c.keypair);
+    o.extend_from_slice(b",\"node_count\":");
+    out::int(o, c.node_count);
+    o.extend_from_slice(b",\"master_count\":");
+    out::int(o, c.master_count);
+    o.extend_from_slice(b",\"docker_volume_size\":");
+    out::opt_int(o, c.docker_volume_size);
+    o.extend_from_slice(b",\"labels\":");
+    out::raw_json(o, c.labels);
+    o.extend_from_slice(b",\"master_flavor_id\":");
+    out::opt_str(o, c.master_flavor_id);
+    o.extend_from_slice(b",\"flavor_id\":");
+    out::opt_str(o, c.flavor_id);
+    o.extend_from_slice(b",\"create_timeout\":");
+    out::opt_int(o, c.create_timeout);
+    o.extend_from_slice(b",\"links\":");
+    out::links(o, base, "clusters/", c.uuid.unwrap_or_default());
+    // `stack_id` below 1.13, `cluster_id` (same value) from 1.13 on.
+    o.extend_from_slice(if cluster_id {
+        b",\"cluster_id\":"
     } else {
-        (Some(&c.stack_id), None)
-    };
-    BriefView {
-        uuid: &c.uuid,
-        name: &c.name,
-        cluster_template_id: &c.cluster_template_id,
-        keypair: &c.keypair,
-        node_count: c.node_count,
-        master_count: c.master_count,
-        docker_volume_size: c.docker_volume_size,
-        labels: raw_json(c.labels.as_deref()),
-        master_flavor_id: &c.master_flavor_id,
-        flavor_id: &c.flavor_id,
-        create_timeout: c.create_timeout,
-        links: ClusterLinks {
-            base: &req.base,
-            uuid: c.uuid.as_deref().unwrap_or_default(),
-        },
-        stack_id,
-        cluster_id,
-        status: &c.status,
-        health_status: &c.health_status,
-        merge_labels: false,
+        b",\"stack_id\":"
+    });
+    out::opt_str(o, c.stack_id);
+    o.extend_from_slice(b",\"status\":");
+    out::opt_str(o, c.status);
+    o.extend_from_slice(b",\"health_status\":");
+    out::opt_str(o, c.health_status);
+    o.extend_from_slice(b",\"merge_labels\":false}");
+}
+
+/// Writing JSON values straight into a response's bytes, exactly as serde_json's compact
+/// serializer writes them: the list handlers render their items with these, field by field
+/// from the driver's rows, without an owned model or a `Serialize` pass.
+pub(crate) mod out {
+    use chrono::NaiveDateTime;
+
+    /// Whether `b` holds a byte that JSON strings escape (serde_json escapes `"`, `\` and
+    /// the control characters below 0x20; nothing else). Eight bytes at a time.
+    fn needs_escape(b: &[u8]) -> bool {
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        const HIGH: u64 = 0x8080_8080_8080_8080;
+        // Non-zero iff some byte of x is zero / below n (exact for n <= 128).
+        let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+        let below = |x: u64, n: u64| x.wrapping_sub(ONES * n) & !x & HIGH;
+        let mut chunks = b.chunks_exact(8);
+        for c in &mut chunks {
+            let Ok(c) = <[u8; 8]>::try_from(c) else {
+                return true;
+            };
+            let x = u64::from_le_bytes(c);
+            if below(x, 0x20)
+                | zero(x ^ (ONES * u64::from(b'"')))
+                | zero(x ^ (ONES * u64::from(b'\\')))
+                != 0
+            {
+                return true;
+            }
+        }
+        chunks
+            .remainder()
+            .iter()
+            .any(|&c| c < 0x20 || c == b'"' || c == b'\\')
+    }
+
+    /// `s` as a JSON string's contents (no quotes).
+    pub fn str_body(o: &mut Vec<u8>, s: &str) {
+        if !needs_escape(s.as_bytes()) {
+            o.extend_from_slice(s.as_bytes());
+            return;
+        }
+        // serde_json's own escaping, without the quotes it adds around it.
+        let start = o.len();
+        if serde_json::to_writer(&mut *o, s).is_ok() && o.len() >= start + 2 {
+            o.pop();
+            o.remove(start);
+        } else {
+            o.truncate(start);
+        }
+    }
+
+    pub fn str(o: &mut Vec<u8>, s: &str) {
+        o.push(b'"');
+        str_body(o, s);
+        o.push(b'"');
+    }
+
+    pub fn opt_str(o: &mut Vec<u8>, s: Option<&str>) {
+        match s {
+            Some(s) => str(o, s),
+            None => o.extend_from_slice(b"null"),
+        }
+    }
+
+    pub fn int(o: &mut Vec<u8>, n: i64) {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        let mut m = n.unsigned_abs();
+        loop {
+            i -= 1;
+            // m % 10 < 10: the cast keeps the digit.
+            digits[i] = b'0' + (m % 10) as u8;
+            m /= 10;
+            if m == 0 {
+                break;
+            }
+        }
+        if n < 0 {
+            o.push(b'-');
+        }
+        o.extend_from_slice(&digits[i..]);
+    }
+
+    pub fn opt_int(o: &mut Vec<u8>, n: Option<i32>) {
+        match n {
+            Some(n) => int(o, i64::from(n)),
+            None => o.extend_from_slice(b"null"),
+        }
+    }
+
+    pub fn bool(o: &mut Vec<u8>, b: bool) {
+        o.extend_from_slice(if b { b"true" } else { b"false" });
+    }
+
+    /// A JSON TEXT column embedded as it is stored, as `super::super::raw_json` renders it:
+    /// NULL or unparsable legacy text is `null`.
+    pub fn raw_json(o: &mut Vec<u8>, text: Option<&str>) {
+        match super::super::raw_json(text) {
+            Some(raw) => o.extend_from_slice(raw.get().as_bytes()),
+            None => o.extend_from_slice(b"null"),
+        }
+    }
+
+    /// A timestamp as upstream renders it (`super::super::Ts`): Python's `isoformat()` of
+    /// the UTC datetime, microseconds only when there are any.
+    pub fn ts(o: &mut Vec<u8>, t: Option<NaiveDateTime>) {
+        use chrono::{Datelike, Timelike};
+        let Some(t) = t else {
+            o.extend_from_slice(b"null");
+            return;
+        };
+        // Zero-padded to `width` digits (more when the number is longer), as `{:0width$}`.
+        fn pad(o: &mut Vec<u8>, n: u32, width: usize) {
+            let mut digits = [b'0'; 10];
+            let mut i = digits.len();
+            let mut m = n;
+            loop {
+                i -= 1;
+                // m % 10 < 10: the cast keeps the digit.
+                digits[i] = b'0' + (m % 10) as u8;
+                m /= 10;
+                if m == 0 {
+                    break;
+                }
+            }
+            let len = digits.len() - i;
+            o.extend(std::iter::repeat_n(b'0', width.saturating_sub(len)));
+            o.extend_from_slice(&digits[i..]);
+        }
+        let micros = t.and_utc().timestamp_subsec_micros();
+        o.push(b'"');
+        match u32::try_from(t.year()) {
+            Ok(y) => pad(o, y, 4),
+            // Before year 0: the formatter's own rendering.
+            Err(_) => {
+                use std::io::Write;
+                // Writing to a Vec cannot fail.
+                let _ = write!(o, "{:04}", t.year());
+            }
+        }
+        for (sep, n) in [
+            (b'-', t.month()),
+            (b'-', t.day()),
+            (b'T', t.hour()),
+            (b':', t.minute()),
+            (b':', t.second()),
+        ] {
+            o.push(sep);
+            pad(o, n, 2);
+        }
+        if micros != 0 {
+            o.push(b'.');
+            pad(o, micros, 6);
+        }
+        o.extend_from_slice(b"+00:00\"");
+    }
+
+    /// `[{"href": "{base}/v1/{path}{id}", "rel": "self"}, {"href": "{base}/{path}{id}",
+    /// "rel": "bookmark"}]`, as `super::super::links` renders.
+    pub fn links(o: &mut Vec<u8>, base: &str, path: &str, id: &str) {
+        o.extend_from_slice(b"[{\"href\":\"");
+        str_body(o, base);
+        o.extend_from_slice(b"/v1/");
+        str_body(o, path);
+        str_body(o, id);
+        o.extend_from_slice(b"\",\"rel\":\"self\"},{\"href\":\"");
+        str_body(o, base);
+        o.push(b'/');
+        str_body(o, path);
+        str_body(o, id);
+        o.extend_from_slice(b"\",\"rel\":\"bookmark\"}]");
+    }
+
+    /// The end of a list body: `]`, then `,"next":"..."` when there is a next page, `}`.
+    pub fn end_list(o: &mut Vec<u8>, next: Option<&str>) {
+        o.push(b']');
+        if let Some(next) = next {
+            o.extend_from_slice(b",\"next\":");
+            str(o, next);
+        }
+        o.push(b'}');
+    }
+
+    /// A 200 with a JSON body already rendered.
+    pub fn respond(body: Vec<u8>) -> axum::response::Response {
+        let mut r = axum::response::Response::new(axum::body::Body::from(body));
+        r.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        r
+    }
+}
+
+#[cfg(test)]
+mod out_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::out;
+
+    fn s(v: &str) -> String {
+        let mut o = Vec::new();
+        out::str(&mut o, v);
+        String::from_utf8(o).unwrap()
+    }
+
+    /// Every string writes the bytes serde_json writes, escaped or not, at every length
+    /// around the eight-byte steps.
+    #[test]
+    fn strings_match_serde_json() {
+        let mut cases: Vec<String> = vec![
+            String::new(),
+            "plain".into(),
+            "é ü 日本 ☃ \u{7f}".into(),
+            "tab\there".into(),
+            "quote\"in".into(),
+            "back\\slash".into(),
+            "\u{0}\u{1f}\u{1}x".into(),
+            "new\nline\r\u{8}\u{c}".into(),
+            "</script>".into(),
+        ];
+        for special in [
+            '"', '\\', '\n', '\u{1f}', '\u{0}', ' ', '!', '#', '[', ']', '\u{7f}', 'é',
+        ] {
+            for len in 0..20 {
+                for at in 0..=len {
+                    let mut v: String = "a".repeat(len);
+                    v.insert(at, special);
+                    cases.push(v);
+                }
+            }
+        }
+        for v in cases {
+            assert_eq!(s(&v), serde_json::to_string(&v).unwrap(), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn numbers_and_times_match_serde() {
+        for n in [
+            0i64,
+            1,
+            9,
+            10,
+            99,
+            100,
+            -1,
+            -10,
+            12345,
+            i64::MAX,
+            i64::MIN,
+            i64::from(i32::MIN),
+        ] {
+            let mut o = Vec::new();
+            out::int(&mut o, n);
+            assert_eq!(String::from_utf8(o).unwrap(), n.to_string());
+        }
+        let t = chrono::NaiveDate::from_ymd_opt(2025, 1, 2)
+            .unwrap()
+            .and_hms_micro_opt(3, 4, 5, 67)
+            .unwrap();
+        use chrono::Timelike;
+        let old = chrono::NaiveDate::from_ymd_opt(-5, 12, 31)
+            .unwrap()
+            .and_hms_micro_opt(23, 59, 59, 999_999)
+            .unwrap();
+        let far = chrono::NaiveDate::from_ymd_opt(12345, 6, 7)
+            .unwrap()
+            .and_hms_opt(8, 9, 10)
+            .unwrap();
+        let seven = chrono::NaiveDate::from_ymd_opt(7, 1, 1)
+            .unwrap()
+            .and_hms_micro_opt(0, 0, 0, 100_000)
+            .unwrap();
+        for t in [
+            Some(t),
+            Some(t.with_nanosecond(0).unwrap()),
+            Some(old),
+            Some(far),
+            Some(seven),
+            None,
+        ] {
+            let mut o = Vec::new();
+            out::ts(&mut o, t);
+            let want = serde_json::to_string(&super::Ts(t)).unwrap();
+            assert_eq!(String::from_utf8(o).unwrap(), want);
+        }
+        for text in [
+            Some(r#"{"a": "b",  "c":1}"#),
+            Some("  {\"x\": 1} "),
+            Some("{bad"),
+            None,
+        ] {
+            let mut o = Vec::new();
+            out::raw_json(&mut o, text);
+            let want = serde_json::to_string(&super::raw_json(text)).unwrap();
+            assert_eq!(String::from_utf8(o).unwrap(), want);
+        }
     }
 }
 
@@ -617,14 +857,34 @@ async fn list(app: &AppState, req: &Req, detail: bool) -> ApiResult<Response> {
     let page = params.page(marker);
     let filters = ClusterFilters::default();
     if !detail {
-        let rows = app.db.clusters().list_brief(&ctx, &filters, &page).await?;
-        let last = rows.last().and_then(|c| c.uuid.clone());
-        let next = params.next(&req.base, path, rows.len(), last);
-        let body = ClusterList {
-            clusters: rows.iter().map(|c| brief(c, req)).collect(),
-            next,
-        };
-        return super::respond_with_capacity(StatusCode::OK, &body, BRIEF_BYTES * rows.len());
+        // Each cluster is written as the driver reads its row. The buffer is sized for a
+        // full page up front (pages not written are never touched).
+        let limit = usize::try_from(params.limit)
+            .unwrap_or(usize::MAX)
+            .min(1000);
+        let mut body = Vec::with_capacity(16 + BRIEF_BYTES * limit);
+        let (mut first, mut last, mut last_is_some) = (true, String::new(), false);
+        let cluster_id = req.version >= ApiVersion::new(1, 13);
+        body.extend_from_slice(b"{\"clusters\":[");
+        let n = app
+            .db
+            .clusters()
+            .list_brief_each(&ctx, &filters, &page, |c| {
+                if !first {
+                    body.push(b',');
+                }
+                first = false;
+                brief(&mut body, c, &req.base, cluster_id);
+                // The last uuid (the next page's marker), kept in one reused string.
+                last_is_some = c.uuid.is_some();
+                last.clear();
+                last.push_str(c.uuid.unwrap_or_default());
+            })
+            .await?;
+        let last = last_is_some.then_some(last);
+        let next = params.next(&req.base, path, n, last);
+        out::end_list(&mut body, next.as_deref());
+        return Ok(out::respond(body));
     }
     let rows = app.db.clusters().list(&ctx, &filters, &page).await?;
     let uuids: Vec<String> = rows.iter().filter_map(|c| c.uuid.clone()).collect();

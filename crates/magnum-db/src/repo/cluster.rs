@@ -15,7 +15,7 @@ use super::{
 use crate::Database;
 use crate::entity::{cluster, nodegroup};
 use crate::errors::map_db_err;
-use crate::rows::Cols;
+use crate::rows::{self, EngineRow};
 
 pub use cluster::Model as Cluster;
 
@@ -59,7 +59,109 @@ pub struct ClusterSummary {
     pub master_count: i64,
 }
 
-/// The columns of [`ClusterSummary`], in its field order.
+/// One item of a brief cluster list as the driver's row holds it (text borrowed from the
+/// row), with its node counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClusterBrief<'r> {
+    pub uuid: Option<&'r str>,
+    pub name: Option<&'r str>,
+    pub cluster_template_id: Option<&'r str>,
+    pub keypair: Option<&'r str>,
+    pub docker_volume_size: Option<i32>,
+    /// JSON text, as stored.
+    pub labels: Option<&'r str>,
+    pub master_flavor_id: Option<&'r str>,
+    pub flavor_id: Option<&'r str>,
+    pub create_timeout: Option<i32>,
+    pub stack_id: Option<&'r str>,
+    pub status: Option<&'r str>,
+    pub health_status: Option<&'r str>,
+    /// As [`ClusterSummary::node_count`].
+    pub node_count: i64,
+    /// As [`ClusterSummary::master_count`].
+    pub master_count: i64,
+}
+
+impl ClusterBrief<'_> {
+    pub fn to_summary(&self) -> ClusterSummary {
+        let own = |s: Option<&str>| s.map(str::to_owned);
+        ClusterSummary {
+            uuid: own(self.uuid),
+            name: own(self.name),
+            cluster_template_id: own(self.cluster_template_id),
+            keypair: own(self.keypair),
+            docker_volume_size: self.docker_volume_size,
+            labels: own(self.labels),
+            master_flavor_id: own(self.master_flavor_id),
+            flavor_id: own(self.flavor_id),
+            create_timeout: self.create_timeout,
+            stack_id: own(self.stack_id),
+            status: own(self.status),
+            health_status: own(self.health_status),
+            node_count: self.node_count,
+            master_count: self.master_count,
+        }
+    }
+}
+
+/// The brief list's two statements on one connection: the page's node counts (kept, keyed
+/// by the cluster uuid borrowed from their rows), then the page itself, streamed.
+async fn brief_on<DB, F>(
+    conn: &mut sqlx::pool::PoolConnection<DB>,
+    counts: Statement,
+    page: Statement,
+    visit: &mut F,
+) -> std::result::Result<usize, sea_orm::DbErr>
+where
+    DB: sqlx::Database,
+    DB::Row: EngineRow,
+    sea_query_sqlx::SqlxValues: sqlx::IntoArguments<DB>,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    F: FnMut(&ClusterBrief<'_>),
+{
+    let counts = rows::all_rows(conn, counts).await?;
+    let mut by_cluster: std::collections::HashMap<&str, (i64, i64)> =
+        std::collections::HashMap::with_capacity(counts.len());
+    for r in &counts {
+        let c = r.cols();
+        let Some(cluster) = c.str(0)? else { continue };
+        let master = c.str(1)? == Some("master");
+        // A NULL count reads as the object's default, 1.
+        let n = i64::from(c.int(2)?.unwrap_or(1));
+        let sums = by_cluster.entry(cluster).or_default();
+        if master {
+            sums.1 += n;
+        } else {
+            sums.0 += n;
+        }
+    }
+    rows::each_row(conn, page, |c| {
+        let uuid = c.str(0)?;
+        let (node_count, master_count) = uuid
+            .and_then(|u| by_cluster.get(u).copied())
+            .unwrap_or_default();
+        visit(&ClusterBrief {
+            uuid,
+            name: c.str(1)?,
+            cluster_template_id: c.str(2)?,
+            keypair: c.str(3)?,
+            docker_volume_size: c.int(4)?,
+            labels: c.str(5)?,
+            master_flavor_id: c.str(6)?,
+            flavor_id: c.str(7)?,
+            create_timeout: c.int(8)?,
+            stack_id: c.str(9)?,
+            status: c.str(10)?,
+            health_status: c.str(11)?,
+            node_count,
+            master_count,
+        });
+        Ok(())
+    })
+    .await
+}
+
+/// The columns of [`ClusterBrief`], in its field order.
 const SUMMARY_COLUMNS: [cluster::Column; 12] = [
     cluster::Column::Uuid,
     cluster::Column::Name,
@@ -280,17 +382,36 @@ impl ClusterRepo<'_> {
         fetch_all(self.db.conn(), q).await
     }
 
-    /// One page of the brief list with each cluster's node counts, in two statements: the
-    /// page's columns that the list shows, then `(cluster, role, count)` of the nodegroups
-    /// joined on that page. Before, whole rows were read, then the nodegroups through a
-    /// 1,000-uuid `IN` list. (Summing in correlated sub-selects made it one statement, but
-    /// MariaDB served that at half the rate of these two.)
+    /// One page of the brief list with each cluster's node counts, as owned summaries (see
+    /// [`Self::list_brief_each`], which the API's list streams from).
     pub async fn list_brief(
         &self,
         ctx: &RequestContext,
         filters: &ClusterFilters,
         page: &Page<Cluster>,
     ) -> Result<Vec<ClusterSummary>> {
+        let mut out = Vec::new();
+        self.list_brief_each(ctx, filters, page, |c| out.push(c.to_summary()))
+            .await?;
+        Ok(out)
+    }
+
+    /// One page of the brief list with each cluster's node counts, handed to `visit` row by
+    /// row as the driver reads them, text borrowed from the row (nothing collected, no owned
+    /// model). Two statements on one connection: `(cluster, role, count)` of the nodegroups
+    /// joined on the page, then the page's columns that the list shows. Returns the number of
+    /// clusters. (Whole rows and a 1,000-uuid `IN` list were slower; summing in correlated
+    /// sub-selects made it one statement, but MariaDB served that at half the rate.)
+    pub async fn list_brief_each<F>(
+        &self,
+        ctx: &RequestContext,
+        filters: &ClusterFilters,
+        page: &Page<Cluster>,
+        mut visit: F,
+    ) -> Result<usize>
+    where
+        F: FnMut(&ClusterBrief<'_>) + Send,
+    {
         use sea_orm::sea_query::{Alias, JoinType};
         use sea_orm::{QuerySelect, QueryTrait};
         let backend = self.db.backend();
@@ -300,38 +421,7 @@ impl ClusterRepo<'_> {
             .select_only()
             .column(cluster::Column::Uuid)
             .into_query();
-        let q = paged.select_only().columns(SUMMARY_COLUMNS);
-        let conn = self.db.conn();
-        let rows = conn
-            .query_all_raw(q.build(backend))
-            .await
-            .map_err(map_db_err)?;
-        let summary = |r: &sea_orm::QueryResult| -> std::result::Result<_, sea_orm::DbErr> {
-            let c = Cols::of(r)?;
-            Ok(ClusterSummary {
-                uuid: c.get(0)?,
-                name: c.get(1)?,
-                cluster_template_id: c.get(2)?,
-                keypair: c.get(3)?,
-                docker_volume_size: c.get(4)?,
-                labels: c.get(5)?,
-                master_flavor_id: c.get(6)?,
-                flavor_id: c.get(7)?,
-                create_timeout: c.get(8)?,
-                stack_id: c.get(9)?,
-                status: c.get(10)?,
-                health_status: c.get(11)?,
-                node_count: 0,
-                master_count: 0,
-            })
-        };
-        let mut out = rows
-            .iter()
-            .map(|r| summary(r).map_err(map_db_err))
-            .collect::<Result<Vec<_>>>()?;
-        if out.is_empty() {
-            return Ok(out);
-        }
+        let page = paged.select_only().columns(SUMMARY_COLUMNS).build(backend);
         let ng = |c: nodegroup::Column| (nodegroup::Entity, c);
         let counts = Query::select()
             .columns([
@@ -348,31 +438,12 @@ impl ClusterRepo<'_> {
                     .equals((Alias::new("page"), cluster::Column::Uuid)),
             )
             .to_owned();
-        let counts = conn
-            .query_all_raw(backend.build(&counts))
-            .await
-            .map_err(map_db_err)?;
-        let at: std::collections::HashMap<String, usize> = out
-            .iter()
-            .enumerate()
-            .filter_map(|(i, c)| Some((c.uuid.clone()?, i)))
-            .collect();
-        for r in &counts {
-            let c = Cols::of(r).map_err(map_db_err)?;
-            let cluster: Option<String> = c.get(0).map_err(map_db_err)?;
-            let role: Option<String> = c.get(1).map_err(map_db_err)?;
-            // A NULL count reads as the object's default, 1.
-            let n = i64::from(c.get::<i32>(2).map_err(map_db_err)?.unwrap_or(1));
-            let Some(i) = cluster.and_then(|u| at.get(&u).copied()) else {
-                continue;
-            };
-            if role.as_deref() == Some("master") {
-                out[i].master_count += n;
-            } else {
-                out[i].node_count += n;
-            }
-        }
-        Ok(out)
+        let counts = backend.build(&counts);
+        rows::with_conn!(self.db, |conn| brief_on(
+            &mut conn, counts, page, &mut visit
+        )
+        .await)
+        .map_err(map_db_err)
     }
 
     pub async fn count(&self, ctx: &RequestContext, filters: &ClusterFilters) -> Result<u64> {
@@ -484,5 +555,183 @@ impl ClusterRepo<'_> {
             None => 0,
         };
         Ok(ClusterStats { clusters, nodes })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::entity::cluster_template;
+    use crate::url::{DbUrl, Engine};
+    use crate::{DbSettings, Page};
+
+    /// A database at head on each configured engine (SQLite always), with the server and
+    /// the name to drop afterwards.
+    async fn engines() -> Vec<(Database, Option<(Database, String)>, Engine)> {
+        let mut out = Vec::new();
+        let db = Database::connect(DbSettings::new(DbUrl::parse("sqlite://").unwrap()))
+            .await
+            .unwrap();
+        crate::schema::upgrade(&db).await.unwrap();
+        out.push((db, None, Engine::Sqlite));
+        for (var, engine, admin) in [
+            ("MAGNUM_TEST_MYSQL_URL", Engine::MySql, "mysql"),
+            ("MAGNUM_TEST_POSTGRES_URL", Engine::Postgres, "postgres"),
+        ] {
+            let Some(base) = magnum_testkit::env_or_skip(var) else {
+                continue;
+            };
+            let base = base.trim_end_matches('/').to_owned();
+            let settings = |u: &str| DbSettings::new(DbUrl::parse(u).unwrap());
+            let server = Database::connect(settings(&format!("{base}/{admin}")))
+                .await
+                .unwrap();
+            let name = format!("magnum_l_{}", uuid::Uuid::new_v4().simple());
+            server
+                .conn()
+                .execute_unprepared(&format!("CREATE DATABASE {name}"))
+                .await
+                .unwrap();
+            let db = Database::connect(settings(&format!("{base}/{name}")))
+                .await
+                .unwrap();
+            crate::schema::upgrade(&db).await.unwrap();
+            out.push((db, Some((server, name)), engine));
+        }
+        out
+    }
+
+    /// The streamed, borrowed readers give what the owned models hold, on every engine:
+    /// the brief list's columns and node counts (NULL count as 1, NULL role not master),
+    /// and every template field.
+    #[tokio::test]
+    async fn streamed_lists_match_the_owned_models() {
+        for (db, server, engine) in engines().await {
+            let ctx = RequestContext {
+                project_id: Some("p".into()),
+                user_id: Some("u".into()),
+                ..Default::default()
+            };
+            let text = |s: &str| Some(s.to_owned());
+            for (i, name) in ["b\"q\\x\n", "a é", "c"].iter().enumerate() {
+                let c = db
+                    .clusters()
+                    .create(Cluster {
+                        name: text(name),
+                        project_id: text("p"),
+                        user_id: text("u"),
+                        status: (i != 1).then(|| "CREATE_COMPLETE".into()),
+                        labels: text(r#"{"k": "v"}"#),
+                        create_timeout: (i == 0).then_some(60),
+                        docker_volume_size: Some(i as i32),
+                        stack_id: text("s"),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+                for (role, count) in [
+                    (Some("master"), Some(3)),
+                    (None, None),
+                    (Some("w"), Some(2)),
+                ] {
+                    db.nodegroups()
+                        .create(nodegroup::Model {
+                            uuid: uuid::Uuid::new_v4().to_string(),
+                            name: format!("g-{role:?}"),
+                            cluster_id: c.uuid.clone().unwrap(),
+                            project_id: "p".into(),
+                            role: role.map(str::to_owned),
+                            node_count: count,
+                            ..Default::default()
+                        })
+                        .await
+                        .unwrap();
+                }
+            }
+            let page = Page {
+                sort_key: Some("name".into()),
+                ..Page::limit(10)
+            };
+            let none = ClusterFilters::default();
+            let brief = db.clusters().list_brief(&ctx, &none, &page).await.unwrap();
+            let full = db.clusters().list(&ctx, &none, &page).await.unwrap();
+            assert_eq!(brief.len(), 3, "{engine}");
+            for (b, f) in brief.iter().zip(&full) {
+                assert_eq!(b.uuid, f.uuid, "{engine}");
+                assert_eq!(b.name, f.name, "{engine}");
+                assert_eq!(b.status, f.status, "{engine}");
+                assert_eq!(b.labels, f.labels, "{engine}");
+                assert_eq!(b.create_timeout, f.create_timeout, "{engine}");
+                assert_eq!(b.docker_volume_size, f.docker_volume_size, "{engine}");
+                assert_eq!(b.stack_id, f.stack_id, "{engine}");
+                assert_eq!((b.node_count, b.master_count), (3, 3), "{engine}");
+            }
+
+            let t = db
+                .cluster_templates()
+                .create(cluster_template::Model {
+                    name: text("t\"\\"),
+                    image_id: text("img"),
+                    coe: text("kubernetes"),
+                    project_id: text("p"),
+                    user_id: text("u"),
+                    apiserver_port: Some(6443),
+                    labels: text("{}"),
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            let mut rows = Vec::new();
+            let n = db
+                .cluster_templates()
+                .list_each(&ctx, &Page::default(), |r| {
+                    rows.push((
+                        r.id,
+                        r.uuid.map(str::to_owned),
+                        r.name.map(str::to_owned),
+                        r.created_at,
+                        r.updated_at,
+                        r.apiserver_port,
+                        r.public,
+                        r.floating_ip_enabled,
+                        r.labels.map(str::to_owned),
+                        r.server_type.map(str::to_owned),
+                    ))
+                })
+                .await
+                .unwrap();
+            assert_eq!(n, 1, "{engine}");
+            assert_eq!(
+                rows,
+                [(
+                    t.id,
+                    t.uuid.clone(),
+                    t.name.clone(),
+                    t.created_at,
+                    t.updated_at,
+                    t.apiserver_port,
+                    t.public,
+                    t.floating_ip_enabled,
+                    t.labels.clone(),
+                    t.server_type.clone(),
+                )],
+                "{engine}"
+            );
+            db.conn().clone().close().await.ok();
+            if let Some((server, name)) = server {
+                let force = if engine == Engine::Postgres {
+                    " WITH (FORCE)"
+                } else {
+                    ""
+                };
+                server
+                    .conn()
+                    .execute_unprepared(&format!("DROP DATABASE {name}{force}"))
+                    .await
+                    .unwrap();
+            }
+        }
     }
 }

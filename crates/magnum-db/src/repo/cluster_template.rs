@@ -1,6 +1,7 @@
 //! The `cluster_template` table: visibility (own, public, hidden-for-admins), the in-use
 //! update rules and the referenced-delete check.
 
+use chrono::NaiveDateTime;
 use magnum_core::ids::Identity;
 use magnum_core::{Error, RequestContext, Result};
 use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter};
@@ -11,8 +12,116 @@ use super::{
 };
 use crate::Database;
 use crate::entity::{cluster, cluster_template};
+use crate::rows::Cols;
 
 pub use cluster_template::Model as ClusterTemplate;
+
+/// A template as the driver's row holds it, for the streamed list: the fields of
+/// [`ClusterTemplate`], text borrowed from the row.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TemplateRow<'r> {
+    pub created_at: Option<NaiveDateTime>,
+    pub updated_at: Option<NaiveDateTime>,
+    pub id: i32,
+    pub uuid: Option<&'r str>,
+    pub name: Option<&'r str>,
+    pub flavor_id: Option<&'r str>,
+    pub keypair_id: Option<&'r str>,
+    pub image_id: Option<&'r str>,
+    pub external_network_id: Option<&'r str>,
+    pub dns_nameserver: Option<&'r str>,
+    pub apiserver_port: Option<i32>,
+    pub project_id: Option<&'r str>,
+    pub user_id: Option<&'r str>,
+    pub docker_volume_size: Option<i32>,
+    pub fixed_network: Option<&'r str>,
+    pub master_flavor_id: Option<&'r str>,
+    pub cluster_distro: Option<&'r str>,
+    pub coe: Option<&'r str>,
+    pub http_proxy: Option<&'r str>,
+    pub https_proxy: Option<&'r str>,
+    pub no_proxy: Option<&'r str>,
+    pub registry_enabled: Option<bool>,
+    pub network_driver: Option<&'r str>,
+    /// JSON text, as stored.
+    pub labels: Option<&'r str>,
+    pub tls_disabled: Option<bool>,
+    pub public: Option<bool>,
+    pub server_type: Option<&'r str>,
+    pub volume_driver: Option<&'r str>,
+    pub insecure_registry: Option<&'r str>,
+    pub docker_storage_driver: Option<&'r str>,
+    pub master_lb_enabled: Option<bool>,
+    pub fixed_subnet: Option<&'r str>,
+    pub floating_ip_enabled: Option<bool>,
+    pub hidden: Option<bool>,
+    pub tags: Option<&'r str>,
+    pub driver: Option<&'r str>,
+}
+
+impl<'r> TemplateRow<'r> {
+    /// A row holding every column of the entity, in entity order (as `Positional`).
+    fn decode(c: &Cols<'r>) -> std::result::Result<Self, sea_orm::DbErr> {
+        Ok(Self {
+            created_at: c.time(0)?,
+            updated_at: c.time(1)?,
+            id: c.int(2)?.unwrap_or_default(),
+            uuid: c.str(3)?,
+            name: c.str(4)?,
+            flavor_id: c.str(5)?,
+            keypair_id: c.str(6)?,
+            image_id: c.str(7)?,
+            external_network_id: c.str(8)?,
+            dns_nameserver: c.str(9)?,
+            apiserver_port: c.int(10)?,
+            project_id: c.str(11)?,
+            user_id: c.str(12)?,
+            docker_volume_size: c.int(13)?,
+            fixed_network: c.str(14)?,
+            master_flavor_id: c.str(15)?,
+            cluster_distro: c.str(16)?,
+            coe: c.str(17)?,
+            http_proxy: c.str(18)?,
+            https_proxy: c.str(19)?,
+            no_proxy: c.str(20)?,
+            registry_enabled: c.flag(21)?,
+            network_driver: c.str(22)?,
+            labels: c.str(23)?,
+            tls_disabled: c.flag(24)?,
+            public: c.flag(25)?,
+            server_type: c.str(26)?,
+            volume_driver: c.str(27)?,
+            insecure_registry: c.str(28)?,
+            docker_storage_driver: c.str(29)?,
+            master_lb_enabled: c.flag(30)?,
+            fixed_subnet: c.str(31)?,
+            floating_ip_enabled: c.flag(32)?,
+            hidden: c.flag(33)?,
+            tags: c.str(34)?,
+            driver: c.str(35)?,
+        })
+    }
+}
+
+/// Stream `page`'s rows to `visit` as [`TemplateRow`]s.
+async fn each_template<DB, F>(
+    conn: &mut sqlx::pool::PoolConnection<DB>,
+    page: sea_orm::Statement,
+    visit: &mut F,
+) -> std::result::Result<usize, sea_orm::DbErr>
+where
+    DB: sqlx::Database,
+    DB::Row: crate::rows::EngineRow,
+    sea_query_sqlx::SqlxValues: sqlx::IntoArguments<DB>,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    F: FnMut(&TemplateRow<'_>),
+{
+    crate::rows::each_row(conn, page, |c| {
+        visit(&TemplateRow::decode(&c)?);
+        Ok(())
+    })
+    .await
+}
 
 pub struct ClusterTemplateRepo<'a> {
     db: &'a Database,
@@ -110,6 +219,26 @@ impl ClusterTemplateRepo<'_> {
     ) -> Result<Vec<ClusterTemplate>> {
         let q = paginate(self.db.backend(), Self::scoped(ctx), page)?;
         fetch_all(self.db.conn(), q).await
+    }
+
+    /// One page, handed to `visit` row by row as the driver reads it, text borrowed from the
+    /// row (the list's hot path: no owned model per template). The same statement as
+    /// [`Self::list`]; returns the number of templates.
+    pub async fn list_each<F>(
+        &self,
+        ctx: &RequestContext,
+        page: &Page<ClusterTemplate>,
+        mut visit: F,
+    ) -> Result<usize>
+    where
+        F: FnMut(&TemplateRow<'_>) + Send,
+    {
+        use sea_orm::QueryTrait;
+        let backend = self.db.backend();
+        let q = paginate(backend, Self::scoped(ctx), page)?.build(backend);
+        crate::rows::with_conn!(self.db, |conn| each_template(&mut conn, q, &mut visit)
+            .await)
+        .map_err(crate::errors::map_db_err)
     }
 
     pub async fn count(&self, ctx: &RequestContext) -> Result<u64> {
