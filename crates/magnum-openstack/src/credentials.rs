@@ -62,6 +62,11 @@ pub async fn issue(
     user_id: &str,
     cluster_uuid: &str,
 ) -> Result<(), OsError> {
+    // Barbican first: with the key manager away the create fails at once, before Keystone
+    // makes (slowly) a credential that would have to be taken back.
+    let svc = os.service_session().await?;
+    svc.get_json(ServiceType::KeyManager, "/v1/secrets?limit=1")
+        .await?;
     let us = os.user_session(user);
     let url = format!(
         "{}/users/{}/application_credentials",
@@ -100,23 +105,22 @@ pub async fn issue(
             .unwrap_or_default()
             .to_owned(),
     };
-    let stored = async {
-        let svc = os.service_session().await?;
-        let payload = json!({"id": cred.id, "secret": cred.secret}).to_string();
-        keymanager::create_secret(&svc, &secret_name(cluster_uuid), &payload).await
-    }
-    .await;
+    let payload = json!({"id": cred.id, "secret": cred.secret}).to_string();
+    let stored = keymanager::create_secret(&svc, &secret_name(cluster_uuid), &payload).await;
     if let Err(e) = stored {
-        // Not kept, so not usable: take the credential back.
-        let _ = us
-            .call(
-                ServiceType::Identity,
-                reqwest::Method::DELETE,
-                &format!("{url}/{}", segment(&cred.id)?),
-                Body::None,
-                "application/json",
-            )
-            .await;
+        // Not kept, so not usable: take the credential back, without holding the answer.
+        let gone = format!("{url}/{}", segment(&cred.id)?);
+        tokio::spawn(async move {
+            let _ = us
+                .call(
+                    ServiceType::Identity,
+                    reqwest::Method::DELETE,
+                    &gone,
+                    Body::None,
+                    "application/json",
+                )
+                .await;
+        });
         return Err(e);
     }
     Ok(())

@@ -488,7 +488,8 @@ fn a_burst_survives_database_conductor_keystone_and_broker_faults() {
     // Every notification arrived once: no message twice, one outcome per operation.
     std::thread::sleep(Duration::from_secs(3));
     let events = listener.stop();
-    assert_notified_once(&events, &created, &deleted, &answers);
+    let superseded = assert_notified_once(&events, &created, &deleted, &answers);
+    eprintln!("faults: {superseded} creates deleted before they started (no create outcome)");
     eprintln!("faults: {} notifications, each once", events.len());
 
     // No secret anywhere: logs, what crossed RabbitMQ, notifications, error bodies.
@@ -566,14 +567,16 @@ fn a_burst_survives_database_conductor_keystone_and_broker_faults() {
     assert!(found.is_empty(), "secrets found: {found:?}");
 }
 
-/// Every notification arrived once (no message id twice) and each accepted create and delete
-/// has exactly one outcome (start and end, or error) among `events`.
+/// Every notification arrived once (no message id twice), each accepted delete has exactly
+/// one outcome among `events`, and each accepted create one (none if its cluster was deleted
+/// before the create started).
 pub(crate) fn assert_notified_once(
     events: &[Value],
     created: &[String],
     deleted: &HashSet<String>,
     answers: &[Answer],
-) {
+) -> usize {
+    let mut superseded = 0;
     let mut ids = HashSet::new();
     let mut outcomes: HashMap<(String, String), usize> = HashMap::new();
     for e in events {
@@ -588,12 +591,32 @@ pub(crate) fn assert_notified_once(
                 .or_default() += 1;
         }
     }
+    let story = |uuid: &str| -> (Vec<String>, Vec<&Answer>) {
+        let of = events
+            .iter()
+            .filter(|e| e["payload"]["target"]["id"] == uuid)
+            .map(|e| format!("{} {}", e["event_type"], e["payload"]["outcome"]))
+            .collect();
+        let asked = answers
+            .iter()
+            .filter(|a| a.cluster.as_deref() == Some(uuid))
+            .collect();
+        (of, asked)
+    };
     for uuid in created {
         let n = outcomes
             .get(&(uuid.clone(), "magnum.cluster.create".to_owned()))
             .copied()
             .unwrap_or(0);
-        assert_eq!(n, 1, "{uuid}: {n} create outcomes");
+        // A create still waiting (for Barbican, say) when its cluster is deleted never
+        // starts, so it has no outcome; the delete has its own.
+        if n > 1 || (n == 0 && !deleted.contains(uuid)) {
+            let (of, asked) = story(uuid);
+            panic!("{uuid}: {n} create outcomes; its events {of:?}; its requests {asked:#?}");
+        }
+        if n == 0 {
+            superseded += 1;
+        }
     }
     for uuid in deleted {
         let n = outcomes
@@ -601,16 +624,9 @@ pub(crate) fn assert_notified_once(
             .copied()
             .unwrap_or(0);
         if n != 1 {
-            let of: Vec<String> = events
-                .iter()
-                .filter(|e| e["payload"]["target"]["id"] == uuid.as_str())
-                .map(|e| format!("{} {}", e["event_type"], e["payload"]["outcome"]))
-                .collect();
-            let asked: Vec<&Answer> = answers
-                .iter()
-                .filter(|a| a.cluster.as_deref() == Some(uuid.as_str()))
-                .collect();
+            let (of, asked) = story(uuid);
             panic!("{uuid}: {n} delete outcomes; its events {of:?}; its requests {asked:#?}");
         }
     }
+    superseded
 }
