@@ -326,6 +326,23 @@ impl Listener {
         Self { child, lines }
     }
 
+    /// Collects events until `done` holds for those received (or `limit` passes), then stops
+    /// as [`Listener::stop`] does, so late duplicates are still caught; every event received.
+    pub(crate) fn stop_when(self, limit: Duration, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let deadline = std::time::Instant::now() + limit;
+        let mut events: Vec<Value> = Vec::new();
+        while !done(&events) && std::time::Instant::now() < deadline {
+            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200))
+                && let Ok(v) = serde_json::from_str::<Value>(&line)
+                && v.is_object()
+            {
+                events.push(v);
+            }
+        }
+        events.extend(self.stop());
+        events
+    }
+
     /// Stops listening (stdin closed) and returns every event received.
     pub(crate) fn stop(mut self) -> Vec<Value> {
         // Events published just before are still on their way.
