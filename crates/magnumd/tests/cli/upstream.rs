@@ -30,6 +30,17 @@ fn log_of(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
+/// Panics with its logs (in `w`) if the upstream conductor `procs.0[i]` has exited.
+fn assert_py_running(procs: &mut Children, i: usize, w: &Path) {
+    if let Ok(Some(st)) = procs.0[i].try_wait() {
+        panic!(
+            "upstream conductor exited {st}:\n{}{}",
+            log_of(&w.join("py-conductor.stderr")),
+            log_of(&w.join("py-conductor.log"))
+        );
+    }
+}
+
 /// The upstream venv (built on first use), or None when the test is to be skipped.
 fn gate() -> Option<(String, PathBuf)> {
     let rabbit = std::env::var("MAGNUM_TEST_RABBIT_URL")
@@ -270,13 +281,7 @@ fn upstream_client_and_upstream_conductor_interoperate() {
         if up {
             break;
         }
-        if let Ok(Some(st)) = procs.0[py_i].try_wait() {
-            panic!(
-                "upstream conductor exited {st}:\n{}{}",
-                log_of(&w.join("py-conductor.stderr")),
-                log_of(&w.join("py-conductor.log"))
-            );
-        }
+        assert_py_running(&mut procs, py_i, w);
         assert!(
             Instant::now() < deadline,
             "upstream conductor not up: {services}\n{}",
@@ -645,13 +650,7 @@ fn a_python_conductor_beside_ours_takes_no_share_of_the_sweep() {
     let py_host = format!("py-{tag}");
     let deadline = Instant::now() + Duration::from_secs(90);
     while !rows.conductor_rows().iter().any(|(h, _)| *h == py_host) {
-        if let Ok(Some(st)) = procs.0[py_i].try_wait() {
-            panic!(
-                "upstream conductor exited {st}:\n{}{}",
-                log_of(&w.join("py-conductor.stderr")),
-                log_of(&w.join("py-conductor.log"))
-            );
-        }
+        assert_py_running(&mut procs, py_i, w);
         assert!(
             Instant::now() < deadline,
             "upstream conductor never beat:\n{}",
