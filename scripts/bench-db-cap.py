@@ -12,7 +12,8 @@ what MariaDB alone serves, to a C client, of exactly the SQL magnumd sends for t
    throwaway account with SELECT on DATABASE, CONCURRENCY connections each running the whole
    set in order, for about SECONDS (the query count is calibrated on a short run first).
    The statements the server executed are counted from the account's USER_STATISTICS.
-3. Prints the statements, then "cap <sets/s>": statement sets (one per request) per second,
+3. Prints the statements, the CPU time of the server and of mysqlslap per statement set,
+   then "cap <sets/s>": statement sets (one per request) per second,
    which is the most requests per second a client could get from this database.
 Root reaches MariaDB over its local socket. Everything it creates is removed, also on failure.
 """
@@ -115,9 +116,21 @@ def capture():
     return found
 
 
+def server_ticks():
+    """CPU time the MariaDB server has used so far, in clock ticks (0 if not found)."""
+    pid = subprocess.run(["pidof", "mariadbd"], capture_output=True, text=True).stdout.split()
+    if not pid:
+        return 0
+    with open(f"/proc/{pid[0]}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime
+
+
 def slap(statements, count, qfile):
-    """Runs COUNT statements over CONCURRENCY connections; (seconds, statements executed)."""
+    """Runs COUNT statements over CONCURRENCY connections; (seconds, statements executed,
+    server CPU seconds, mysqlslap CPU seconds)."""
     before = slap_selects()
+    ticks, children = server_ticks(), os.times()
     run = subprocess.run(
         ["mysqlslap", "--protocol=tcp", "-h", "127.0.0.1", "-P", "3306", "-u", SLAP,
          f"-p{SLAP}", f"--create-schema={database}", "--no-drop", f"--query={qfile}",
@@ -127,7 +140,10 @@ def slap(statements, count, qfile):
     m = re.search(r"Average number of seconds to run all queries: ([\d.]+)", run.stdout)
     if run.returncode != 0 or not m:
         sys.exit(f"mysqlslap failed ({run.returncode}): {run.stdout[-800:]} {run.stderr[-800:]}")
-    return float(m.group(1)), slap_selects() - before
+    hz, done = os.sysconf("SC_CLK_TCK"), os.times()
+    server = (server_ticks() - ticks) / hz
+    client = done.children_user + done.children_system - children.children_user - children.children_system
+    return float(m.group(1)), slap_selects() - before, server, client
 
 
 def main():
@@ -145,9 +161,9 @@ def main():
             f.write(DELIM.join(" ".join(s.split("\n")) for s in statements))
         k = len(statements)
         count = k * concurrency * 20
-        took, _ = slap(statements, count, qfile)
+        took, _, _, _ = slap(statements, count, qfile)
         count = max(count, int(count * seconds / max(took, 0.001)) // (k * concurrency) * k * concurrency)
-        took, executed = slap(statements, count, qfile)
+        took, executed, server, client = slap(statements, count, qfile)
     finally:
         os.unlink(qfile)
         root(f"DROP USER IF EXISTS '{SLAP}'@'127.0.0.1'")
@@ -158,6 +174,10 @@ def main():
     sets = executed / k / took
     print(f"  mysqlslap: {executed} statements ({count} asked) in {took:.2f} s over "
           f"{concurrency} connection(s): {executed / took:.1f} statements/s")
+    # CPU per statement set: where a request's time goes when only the database works.
+    sets_run = max(executed / k, 1)
+    print(f"  CPU per statement set: MariaDB {1e6 * server / sets_run:.0f} us, "
+          f"mysqlslap {1e6 * client / sets_run:.0f} us")
     print(f"cap {sets:.2f}")
 
 

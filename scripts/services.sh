@@ -163,3 +163,14 @@ DO $$ BEGIN
 END $$;
 SQL
 }
+
+# One benchmark at a time on this machine: they share fixed database and account names,
+# flip server-wide settings (userstat, the general log) and would skew each other's
+# figures. A second run waits here for the first to end (the lock goes with the process).
+bench_lock() {
+    exec 9>"${TMPDIR:-/tmp}/magnum-rs-bench.lock"
+    if ! flock -n 9; then
+        log "another benchmark is running on this machine; waiting for it to end"
+        flock 9
+    fi
+}
