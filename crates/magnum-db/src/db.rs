@@ -75,6 +75,8 @@ pub struct Database {
 /// How often the server is asked whether it is there, and how long it may take to say so.
 const WATCH_EVERY: Duration = Duration::from_millis(500);
 const WATCH_TIMEOUT: Duration = Duration::from_secs(1);
+/// A pooled connection idle this long is pinged before it is handed out.
+const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
 
 /// One connection of its own, outside the pool, asked `SELECT 1` every [`WATCH_EVERY`]: a
 /// pool retries a server that went away until `pool_timeout` (30 s) for every caller, so
@@ -204,6 +206,11 @@ impl Database {
             .connect_timeout(Duration::from_secs(settings.pool_timeout))
             .acquire_timeout(Duration::from_secs(settings.pool_timeout))
             .max_lifetime(Duration::from_secs(settings.connection_recycle_time.max(1)))
+            // A connection back from the pool is pinged only after it has been idle: pinging
+            // every checkout (sea-orm's default) costs a round trip per request. A busy
+            // connection that broke meanwhile fails its statement and is closed on release
+            // (sqlx pings every connection handed back).
+            .test_before_acquire_if_idle_for(PING_AFTER_IDLE)
             .sqlx_logging(false);
         if url.in_memory {
             // The single connection must never be dropped, or the database goes with it.

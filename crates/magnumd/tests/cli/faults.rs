@@ -463,6 +463,16 @@ fn a_burst_survives_database_conductor_keystone_and_broker_faults() {
     for ((phase, op, status), n) in &table {
         eprintln!("faults:   {phase:<22} {op:<7} {status} x{n}");
     }
+    // A refusal outside the fault windows (the tail of a reconnect, say), with what it said.
+    for a in answers
+        .iter()
+        .filter(|a| a.status == 503 && phase_of(a.t) == "steady")
+    {
+        eprintln!(
+            "faults:   steady 503 at {:.1} s ({}): {}",
+            a.t, a.op, a.detail
+        );
+    }
     assert_clear(&answers);
     let slowest_503 = answers
         .iter()
