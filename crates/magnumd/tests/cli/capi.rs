@@ -219,12 +219,15 @@ pub(crate) fn wait_all_deleted(cli: &Cli, secs: u64) {
 /// magnumd serving with Keystone and the Cluster API driver pointed at the stand-in.
 pub(crate) struct Stack {
     pub(crate) cli: Cli,
+    // Fields drop in this order: Keystone and magnumd (whose pid file and log are in
+    // `work`) before the folder goes, or stop.sh finds nothing to stop and Keystone outlives
+    // the test.
+    _running: crate::client::Running,
     pub(crate) kube: Kube,
     pub(crate) work: tempfile::TempDir,
     pub(crate) api_port: u16,
     /// magnumd's SQLite database.
     pub(crate) db: PathBuf,
-    _running: crate::client::Running,
 }
 
 pub(crate) fn stack(step: &str, extra_conf: &str) -> Option<Stack> {

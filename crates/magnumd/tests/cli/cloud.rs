@@ -271,10 +271,12 @@ impl Env {
 /// A `magnumd serve` of this test in the cloud, with the CLI pointed at it.
 pub(crate) struct Magnum {
     pub(crate) cli: Cli,
+    // Dropped before `work` (fields drop in order), so its log is still there to be kept
+    // for the secrets scan.
+    _api: ChildGuard,
     pub(crate) work: tempfile::TempDir,
     conf: String,
     port: u16,
-    _api: ChildGuard,
     db: ServerDb,
 }
 
