@@ -14,6 +14,7 @@ use sqlx::Executor;
 use tokio::sync::watch;
 
 use crate::errors::{TxError, is_retryable, map_db_err};
+use crate::shelf::Shelves;
 use crate::url::{DbUrl, Engine};
 
 /// What storage needs from `[database]`; magnumd fills it from magnum.conf.
@@ -70,6 +71,8 @@ pub struct Database {
     settings: DbSettings,
     /// `Some(reason)` while the server does not answer (see [`watch_server`]).
     down: Arc<watch::Sender<Option<String>>>,
+    /// Connections the hot lists keep between requests (shelf.rs).
+    shelves: Arc<Shelves>,
 }
 
 /// How often the server is asked whether it is there, and how long it may take to say so.
@@ -262,6 +265,7 @@ impl Database {
         Ok(Self {
             engine: url.engine,
             conn,
+            shelves: Arc::new(Shelves::new(settings.max_connections())),
             settings,
             down,
         })
@@ -307,6 +311,16 @@ impl Database {
         &self.settings
     }
 
+    pub(crate) fn shelves(&self) -> &Shelves {
+        &self.shelves
+    }
+
+    /// Close the pool, once every connection is back (the shelved ones first).
+    pub async fn close(&self) {
+        self.shelves.clear();
+        self.conn.clone().close().await.ok();
+    }
+
     /// The pool's connections now, for `/metrics`: `(open, idle, most allowed)`.
     pub fn pool_use(&self) -> (u32, u32, u32) {
         use sea_orm::DatabaseConnectionType as Kind;
@@ -326,7 +340,8 @@ impl Database {
             }
             _ => (0, 0),
         };
-        let idle = u32::try_from(idle).unwrap_or(u32::MAX);
+        // Shelved connections are idle too, though the pool counts them as in use.
+        let idle = u32::try_from(idle + self.shelves.len()).unwrap_or(u32::MAX);
         (open, idle, self.settings.max_connections())
     }
 
@@ -464,7 +479,7 @@ mod tests {
                 attempts.load(Ordering::SeqCst) >= 3,
                 "{engine}: no deadlock was retried"
             );
-            db.conn().clone().close().await.ok();
+            db.close().await;
             let force = if engine == Engine::Postgres {
                 " WITH (FORCE)"
             } else {

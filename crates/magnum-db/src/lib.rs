@@ -16,6 +16,7 @@ pub mod url;
 mod db;
 mod errors;
 mod rows;
+mod shelf;
 
 pub use db::{Database, DbSettings};
 pub use errors::SchemaError;

@@ -191,31 +191,41 @@ where
 }
 
 /// `with_conn!(db, |conn| body)`: `body` (a `Result<_, DbErr>`, may await) with `conn`, a
-/// connection of the pool of `db`'s engine, so one generic reader serves all three.
+/// connection of the pool of `db`'s engine, so one generic reader serves all three. The
+/// connection comes from and, when `body` succeeds, goes back to the database's shelf
+/// (shelf.rs): `body` must then have read its statements to the end.
 macro_rules! with_conn {
     ($db:expr, |$conn:ident| $body:expr) => {{
         use sea_orm::DatabaseConnectionType as Kind;
-        let c = $db.conn();
+        let db = $db;
+        let c = db.conn();
         match &c.inner {
             Kind::SqlxMySqlPoolConnection(_) => {
-                match c.get_mysql_connection_pool().acquire().await {
-                    Ok(mut $conn) => $body,
-                    Err(e) => Err($crate::rows::acquire_err(e)),
-                }
+                $crate::rows::with_conn!(@on db.shelves().mysql, c.get_mysql_connection_pool(), $conn, $body)
             }
             Kind::SqlxPostgresPoolConnection(_) => {
-                match c.get_postgres_connection_pool().acquire().await {
-                    Ok(mut $conn) => $body,
-                    Err(e) => Err($crate::rows::acquire_err(e)),
-                }
+                $crate::rows::with_conn!(@on db.shelves().postgres, c.get_postgres_connection_pool(), $conn, $body)
             }
             Kind::SqlxSqlitePoolConnection(_) => {
-                match c.get_sqlite_connection_pool().acquire().await {
-                    Ok(mut $conn) => $body,
-                    Err(e) => Err($crate::rows::acquire_err(e)),
-                }
+                $crate::rows::with_conn!(@on db.shelves().sqlite, c.get_sqlite_connection_pool(), $conn, $body)
             }
             _ => Err(sea_orm::DbErr::Custom("unsupported connection type".into())),
+        }
+    }};
+    (@on $shelf:expr, $pool:expr, $conn:ident, $body:expr) => {{
+        let shelf = &$shelf;
+        match shelf.take($pool).await {
+            Ok(mut lent) => {
+                let r = {
+                    let $conn = &mut lent.conn;
+                    $body
+                };
+                if r.is_ok() {
+                    shelf.put(lent);
+                }
+                r
+            }
+            Err(e) => Err($crate::rows::acquire_err(e)),
         }
     }};
 }

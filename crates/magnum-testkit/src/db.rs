@@ -93,7 +93,7 @@ pub async fn exec(server: Server, base: &str, sql: &str) {
         .await
         .unwrap();
     db.conn().execute_unprepared(sql).await.unwrap();
-    db.conn().clone().close().await.ok();
+    db.close().await;
 }
 
 /// A uniquely named database on a server, dropped (also when the test fails) on drop.

@@ -439,10 +439,8 @@ impl ClusterRepo<'_> {
             )
             .to_owned();
         let counts = backend.build(&counts);
-        rows::with_conn!(self.db, |conn| brief_on(
-            &mut conn, counts, page, &mut visit
-        )
-        .await)
+        rows::with_conn!(self.db, |conn| brief_on(conn, counts, page, &mut visit)
+            .await)
         .map_err(map_db_err)
     }
 
@@ -603,6 +601,81 @@ mod tests {
         out
     }
 
+    /// A list that read its rows leaves its connection on the shelf and the next list takes
+    /// it from there (the pool opens no second one); a list that fails drops its connection;
+    /// the pool still closes with a connection shelved; a pool of one has no shelf.
+    #[tokio::test]
+    async fn lists_reuse_their_connection_from_the_shelf() {
+        for (db, server, engine) in engines().await {
+            let ctx = RequestContext {
+                project_id: Some("p".into()),
+                ..Default::default()
+            };
+            let list = || async {
+                db.cluster_templates()
+                    .list_each(&ctx, &Page::default(), |_| {})
+                    .await
+            };
+            let brief = || async {
+                db.clusters()
+                    .list_brief_each(&ctx, &ClusterFilters::default(), &Page::default(), |_| {})
+                    .await
+            };
+            list().await.unwrap();
+            if server.is_none() {
+                // The in-memory SQLite: one connection, never shelved.
+                assert_eq!(db.shelves().len(), 0, "{engine}");
+                continue;
+            }
+            assert_eq!(db.shelves().len(), 1, "{engine}");
+            let (open, _, _) = db.pool_use();
+            for _ in 0..5 {
+                list().await.unwrap();
+                brief().await.unwrap();
+            }
+            assert_eq!(db.shelves().len(), 1, "{engine}");
+            assert_eq!(
+                db.pool_use().0,
+                open,
+                "{engine}: a second connection was opened"
+            );
+            let rename = |from: &str, to: &str| {
+                if engine == Engine::MySql {
+                    format!("RENAME TABLE {from} TO {to}")
+                } else {
+                    format!("ALTER TABLE {from} RENAME TO {to}")
+                }
+            };
+            db.conn()
+                .execute_unprepared(&rename("cluster_template", "ct_away"))
+                .await
+                .unwrap();
+            assert!(list().await.is_err(), "{engine}");
+            assert_eq!(db.shelves().len(), 0, "{engine}: a failed list was shelved");
+            db.conn()
+                .execute_unprepared(&rename("ct_away", "cluster_template"))
+                .await
+                .unwrap();
+            list().await.unwrap();
+            assert_eq!(db.shelves().len(), 1, "{engine}");
+            tokio::time::timeout(std::time::Duration::from_secs(10), db.close())
+                .await
+                .unwrap_or_else(|_| panic!("{engine}: the pool did not close"));
+            if let Some((server, name)) = server {
+                let force = if engine == Engine::Postgres {
+                    " WITH (FORCE)"
+                } else {
+                    ""
+                };
+                server
+                    .conn()
+                    .execute_unprepared(&format!("DROP DATABASE {name}{force}"))
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+
     /// The streamed, borrowed readers give what the owned models hold, on every engine:
     /// the brief list's columns and node counts (NULL count as 1, NULL role not master),
     /// and every template field.
@@ -719,7 +792,7 @@ mod tests {
                 )],
                 "{engine}"
             );
-            db.conn().clone().close().await.ok();
+            db.close().await;
             if let Some((server, name)) = server {
                 let force = if engine == Engine::Postgres {
                     " WITH (FORCE)"

@@ -236,9 +236,8 @@ impl ClusterTemplateRepo<'_> {
         use sea_orm::QueryTrait;
         let backend = self.db.backend();
         let q = paginate(backend, Self::scoped(ctx), page)?.build(backend);
-        crate::rows::with_conn!(self.db, |conn| each_template(&mut conn, q, &mut visit)
-            .await)
-        .map_err(crate::errors::map_db_err)
+        crate::rows::with_conn!(self.db, |conn| each_template(conn, q, &mut visit).await)
+            .map_err(crate::errors::map_db_err)
     }
 
     pub async fn count(&self, ctx: &RequestContext) -> Result<u64> {

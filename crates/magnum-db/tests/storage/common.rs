@@ -60,7 +60,7 @@ impl TestDb {
 
     /// Closes the pool, then drops the server database.
     pub async fn drop(self) {
-        self.db.conn().clone().close().await.ok();
+        self.db.close().await;
         drop(self.server);
     }
 }
