@@ -139,7 +139,7 @@ pub(crate) fn query_err(e: sqlx::Error) -> DbErr {
 
 /// The sqlx query of a built statement, with its values bound as sea-orm binds them (the
 /// same text and parameter types, so the server sees the same prepared statement).
-fn sqlx_query<DB>(stmt: Statement) -> sqlx::query::Query<'static, DB, SqlxValues>
+pub(crate) fn sqlx_query<DB>(stmt: Statement) -> sqlx::query::Query<'static, DB, SqlxValues>
 where
     DB: sqlx::Database,
     SqlxValues: sqlx::IntoArguments<DB>,
@@ -194,34 +194,47 @@ where
 /// connection of the pool of `db`'s engine, so one generic reader serves all three. The
 /// connection comes from and, when `body` succeeds, goes back to the database's shelf
 /// (shelf.rs): `body` must then have read its statements to the end.
+/// `with_conn!(db, |conn, spare| body)` also hands `body` a second connection when one is
+/// on the shelf (`Option`), for two statements at once.
 macro_rules! with_conn {
-    ($db:expr, |$conn:ident| $body:expr) => {{
+    ($db:expr, |$conn:ident| $body:expr) => {
+        $crate::rows::with_conn!($db, |$conn, _spare| $body, false)
+    };
+    ($db:expr, |$conn:ident, $spare:ident| $body:expr) => {
+        $crate::rows::with_conn!($db, |$conn, $spare| $body, true)
+    };
+    ($db:expr, |$conn:ident, $spare:ident| $body:expr, $want:literal) => {{
         use sea_orm::DatabaseConnectionType as Kind;
         let db = $db;
         let c = db.conn();
         match &c.inner {
-            Kind::SqlxMySqlPoolConnection(_) => {
-                $crate::rows::with_conn!(@on db.shelves().mysql, c.get_mysql_connection_pool(), $conn, $body)
-            }
-            Kind::SqlxPostgresPoolConnection(_) => {
-                $crate::rows::with_conn!(@on db.shelves().postgres, c.get_postgres_connection_pool(), $conn, $body)
-            }
-            Kind::SqlxSqlitePoolConnection(_) => {
-                $crate::rows::with_conn!(@on db.shelves().sqlite, c.get_sqlite_connection_pool(), $conn, $body)
-            }
+            Kind::SqlxMySqlPoolConnection(_) => $crate::rows::with_conn!(
+                @on db.shelves().mysql, c.get_mysql_connection_pool(), $conn, $spare, $body, $want
+            ),
+            Kind::SqlxPostgresPoolConnection(_) => $crate::rows::with_conn!(
+                @on db.shelves().postgres, c.get_postgres_connection_pool(), $conn, $spare, $body, $want
+            ),
+            Kind::SqlxSqlitePoolConnection(_) => $crate::rows::with_conn!(
+                @on db.shelves().sqlite, c.get_sqlite_connection_pool(), $conn, $spare, $body, $want
+            ),
             _ => Err(sea_orm::DbErr::Custom("unsupported connection type".into())),
         }
     }};
-    (@on $shelf:expr, $pool:expr, $conn:ident, $body:expr) => {{
-        let shelf = &$shelf;
-        match shelf.take($pool).await {
+    (@on $shelf:expr, $pool:expr, $conn:ident, $spare:ident, $body:expr, $want:literal) => {{
+        let (shelf, pool) = (&$shelf, $pool);
+        match shelf.take(pool).await {
             Ok(mut lent) => {
+                let mut extra = if $want { shelf.try_take(pool) } else { None };
                 let r = {
                     let $conn = &mut lent.conn;
+                    let $spare = extra.as_mut().map(|l| &mut l.conn);
                     $body
                 };
                 if r.is_ok() {
                     shelf.put(lent);
+                    if let Some(extra) = extra {
+                        shelf.put(extra);
+                    }
                 }
                 r
             }

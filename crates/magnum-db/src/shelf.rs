@@ -12,7 +12,8 @@
 //! than [`IDLE`] is pinged before use (as the pool does), and every connection goes back
 //! through the pool after [`TENURE`] on the shelf, so the pool's lifetime rule still applies.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sqlx::pool::PoolConnection;
@@ -38,6 +39,10 @@ struct Slot<DB: sqlx::Database> {
 pub(crate) struct Shelf<DB: sqlx::Database> {
     slots: Mutex<Vec<Slot<DB>>>,
     cap: usize,
+    /// A spare is being fetched from the pool (one at a time).
+    fetching: AtomicBool,
+    /// The pool is closing: nothing more is shelved.
+    closed: AtomicBool,
 }
 
 impl<DB: sqlx::Database> Shelf<DB> {
@@ -50,6 +55,8 @@ impl<DB: sqlx::Database> Shelf<DB> {
         Self {
             slots: Mutex::new(Vec::new()),
             cap: usize::try_from(cap).unwrap_or(0),
+            fetching: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -78,11 +85,39 @@ impl<DB: sqlx::Database> Shelf<DB> {
         })
     }
 
+    /// A second connection for a request that can use one but need not wait for it: a
+    /// shelved one that was in use within [`IDLE`] (so it needs no ping), else none, and
+    /// then one is fetched from the pool in the background (tested as the pool tests its
+    /// connections) and shelved for the next request.
+    pub(crate) fn try_take(self: &Arc<Self>, pool: &sqlx::Pool<DB>) -> Option<Lent<DB>> {
+        let now = Instant::now();
+        let slot = {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            let fresh = slots.last().is_some_and(|s| {
+                now.duration_since(s.shelved) < IDLE && now.duration_since(s.lent.since) < TENURE
+            });
+            if fresh { slots.pop() } else { None }
+        };
+        if slot.is_none() && self.cap > 0 && !self.fetching.swap(true, Ordering::AcqRel) {
+            let (shelf, pool) = (self.clone(), pool.clone());
+            tokio::spawn(async move {
+                if let Ok(conn) = pool.acquire().await {
+                    shelf.put(Lent {
+                        conn,
+                        since: Instant::now(),
+                    });
+                }
+                shelf.fetching.store(false, Ordering::Release);
+            });
+        }
+        slot.map(|s| s.lent)
+    }
+
     /// Shelve a connection whose statement ran to its end; dropped (back to the pool) when
     /// the shelf is full.
     pub(crate) fn put(&self, lent: Lent<DB>) {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        if slots.len() < self.cap {
+        if slots.len() < self.cap && !self.closed.load(Ordering::Acquire) {
             slots.push(Slot {
                 lent,
                 shelved: Instant::now(),
@@ -95,6 +130,7 @@ impl<DB: sqlx::Database> Shelf<DB> {
     }
 
     fn clear(&self) {
+        self.closed.store(true, Ordering::Release);
         let drained = std::mem::take(&mut *self.slots.lock().unwrap_or_else(|p| p.into_inner()));
         drop(drained);
     }
@@ -102,17 +138,17 @@ impl<DB: sqlx::Database> Shelf<DB> {
 
 /// One shelf per engine (a database has one engine; the others stay empty).
 pub(crate) struct Shelves {
-    pub(crate) mysql: Shelf<sqlx::MySql>,
-    pub(crate) postgres: Shelf<sqlx::Postgres>,
-    pub(crate) sqlite: Shelf<sqlx::Sqlite>,
+    pub(crate) mysql: Arc<Shelf<sqlx::MySql>>,
+    pub(crate) postgres: Arc<Shelf<sqlx::Postgres>>,
+    pub(crate) sqlite: Arc<Shelf<sqlx::Sqlite>>,
 }
 
 impl Shelves {
     pub(crate) fn new(pool_bound: u32) -> Self {
         Self {
-            mysql: Shelf::new(pool_bound),
-            postgres: Shelf::new(pool_bound),
-            sqlite: Shelf::new(pool_bound),
+            mysql: Arc::new(Shelf::new(pool_bound)),
+            postgres: Arc::new(Shelf::new(pool_bound)),
+            sqlite: Arc::new(Shelf::new(pool_bound)),
         }
     }
 
