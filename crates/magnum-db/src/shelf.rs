@@ -74,10 +74,10 @@ impl<DB: sqlx::Database> Shelf<DB> {
             (slots.pop(), expired)
         };
         drop(expired);
-        if let Some(mut slot) = slot {
-            if now.duration_since(slot.shelved) < IDLE || slot.lent.conn.ping().await.is_ok() {
-                return Ok(slot.lent);
-            }
+        if let Some(mut slot) = slot
+            && (now.duration_since(slot.shelved) < IDLE || slot.lent.conn.ping().await.is_ok())
+        {
+            return Ok(slot.lent);
         }
         Ok(Lent {
             conn: pool.acquire().await?,
