@@ -150,7 +150,7 @@ pub fn init(cfg: &Config, binary: &str) -> Result<Logging, Failure> {
         None => None,
     };
     // The writer thread's queue is allocated (and touched) whole when made: the default of
-    // 128,000 lines was 5 MiB of every process's RSS; 16,384 lines still absorb any burst we
+    // 128,000 lines was 2.6 MiB of every process's RSS; 16,384 lines still absorb any burst we
     // have seen (the fault suite's), and beyond them lines are dropped, never blocking.
     let lines = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .buffered_lines_limit(LOG_QUEUE_LINES)
