@@ -262,10 +262,12 @@ impl Database {
         if url.engine != Engine::Sqlite {
             tokio::spawn(watch_server(url.clone(), Arc::downgrade(&down)));
         }
+        let shelves = Arc::new(Shelves::new(settings.max_connections()));
+        tokio::spawn(crate::shelf::reap(Arc::downgrade(&shelves)));
         Ok(Self {
             engine: url.engine,
             conn,
-            shelves: Arc::new(Shelves::new(settings.max_connections())),
+            shelves,
             settings,
             down,
         })

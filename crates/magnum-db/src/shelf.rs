@@ -10,7 +10,8 @@
 //! What sits on the shelf counts as in use for the pool, so the shelf holds at most a quarter
 //! of the pool's bound (none for a pool of fewer than four), a connection idle there longer
 //! than [`IDLE`] is pinged before use (as the pool does), and every connection goes back
-//! through the pool after [`TENURE`] on the shelf, so the pool's lifetime rule still applies.
+//! through the pool after [`TENURE`] off it, or unused that long, so the pool's lifetime and
+//! idle rules still apply.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -129,6 +130,22 @@ impl<DB: sqlx::Database> Shelf<DB> {
         self.slots.lock().map(|s| s.len()).unwrap_or(0)
     }
 
+    /// Hand back to the pool what has not been used for `unused` or was lent longer than
+    /// [`TENURE`] (dropped outside the lock).
+    fn expire(&self, unused: Duration) {
+        let now = Instant::now();
+        let expired: Vec<Slot<DB>> = {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            slots
+                .extract_if(.., |s| {
+                    now.duration_since(s.shelved) >= unused
+                        || now.duration_since(s.lent.since) >= TENURE
+                })
+                .collect()
+        };
+        drop(expired);
+    }
+
     fn clear(&self) {
         self.closed.store(true, Ordering::Release);
         let drained = std::mem::take(&mut *self.slots.lock().unwrap_or_else(|p| p.into_inner()));
@@ -157,6 +174,13 @@ impl Shelves {
         self.mysql.len() + self.postgres.len() + self.sqlite.len()
     }
 
+    /// Hand back to the pool every connection unused on its shelf for `unused`.
+    pub(crate) fn expire(&self, unused: Duration) {
+        self.mysql.expire(unused);
+        self.postgres.expire(unused);
+        self.sqlite.expire(unused);
+    }
+
     /// Hand every shelved connection back to the pool (before it is closed: a pool waits
     /// for all its connections).
     pub(crate) fn clear(&self) {
@@ -169,5 +193,19 @@ impl Shelves {
 impl std::fmt::Debug for Shelves {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Shelves({} connections)", self.len())
+    }
+}
+
+/// Every [`TENURE`], what the lists have stopped using goes back to the pool, whose idle
+/// timeout and lifetime then apply to it as to any other connection. Ends with the shelves.
+pub(crate) async fn reap(shelves: std::sync::Weak<Shelves>) {
+    let mut tick = tokio::time::interval(TENURE);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(shelves) = shelves.upgrade() else {
+            return;
+        };
+        shelves.expire(TENURE);
     }
 }

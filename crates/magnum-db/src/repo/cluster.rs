@@ -689,6 +689,16 @@ mod tests {
                 .unwrap();
             list().await.unwrap();
             assert_eq!(db.shelves().len(), 1, "{engine}");
+            // What the lists stopped using goes back to the pool (the reaper's step). The
+            // pool takes a connection back in a task of its own: let the failed one land.
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            let idle = db.pool_use().1;
+            db.shelves().expire(std::time::Duration::ZERO);
+            assert_eq!(db.shelves().len(), 0, "{engine}");
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            assert_eq!(db.pool_use().1, idle, "{engine}: not idle in the pool");
+            list().await.unwrap();
+            assert_eq!(db.shelves().len(), 1, "{engine}");
             tokio::time::timeout(std::time::Duration::from_secs(10), db.close())
                 .await
                 .unwrap_or_else(|_| panic!("{engine}: the pool did not close"));
