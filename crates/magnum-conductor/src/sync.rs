@@ -142,18 +142,7 @@ pub(crate) async fn sweep(c: &Arc<Inner>, permits: &Arc<Semaphore>) -> Result<Me
             ngs_of.entry(ng.cluster_id.clone()).or_default().push(ng);
         }
         drop(uuids);
-        let mut missing: Vec<String> = clusters
-            .iter()
-            .filter_map(|c| c.cluster_template_id.clone())
-            .filter(|t| !templates.contains_key(t))
-            .collect();
-        missing.sort();
-        missing.dedup();
-        for t in inner.db.cluster_templates().for_uuids(&missing).await? {
-            if let Some(uuid) = t.uuid.clone() {
-                templates.insert(uuid, t);
-            }
-        }
+        templates_of(inner, &clusters, &mut templates).await?;
         for cluster in clusters {
             let uuid = cluster.uuid.clone().unwrap_or_default();
             let ngs = ngs_of.remove(&uuid).unwrap_or_default();
@@ -178,6 +167,31 @@ pub(crate) async fn sweep(c: &Arc<Inner>, permits: &Arc<Semaphore>) -> Result<Me
     }
     while tasks.join_next().await.is_some() {}
     Ok(members)
+}
+
+/// Add to `templates` (keyed by uuid) those `clusters` name that it lacks, in one query (none
+/// when it has them all): a pass over many clusters reads each shared template once.
+pub(crate) async fn templates_of(
+    inner: &Inner,
+    clusters: &[Cluster],
+    templates: &mut HashMap<String, magnum_db::repo::cluster_template::ClusterTemplate>,
+) -> Result<()> {
+    let mut missing: Vec<String> = clusters
+        .iter()
+        .filter_map(|c| c.cluster_template_id.clone())
+        .filter(|t| !templates.contains_key(t))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    missing.sort();
+    missing.dedup();
+    for t in inner.db.cluster_templates().for_uuids(&missing).await? {
+        if let Some(uuid) = t.uuid.clone() {
+            templates.insert(uuid, t);
+        }
+    }
+    Ok(())
 }
 
 /// Targeted sync of one cluster, when its driver says something changed.

@@ -389,6 +389,23 @@ impl Database {
     }
 }
 
+/// Drop a test's throwaway database `name` on `server` (PostgreSQL: its sessions too).
+#[cfg(test)]
+pub(crate) async fn drop_scratch(server: &Database, name: &str) {
+    let force = if server.engine() == Engine::Postgres {
+        " WITH (FORCE)"
+    } else {
+        ""
+    };
+    if let Err(e) = server
+        .conn()
+        .execute_unprepared(&format!("DROP DATABASE {name}{force}"))
+        .await
+    {
+        panic!("cannot drop {name}: {e}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
@@ -482,16 +499,7 @@ mod tests {
                 "{engine}: no deadlock was retried"
             );
             db.close().await;
-            let force = if engine == Engine::Postgres {
-                " WITH (FORCE)"
-            } else {
-                ""
-            };
-            server
-                .conn()
-                .execute_unprepared(&format!("DROP DATABASE {name}{force}"))
-                .await
-                .unwrap();
+            drop_scratch(&server, &name).await;
         }
     }
 }

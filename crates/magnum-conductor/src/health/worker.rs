@@ -100,20 +100,7 @@ async fn round(
             .clusters()
             .with_status_among(&POLLED, chunk)
             .await?;
-        let mut missing: Vec<String> = clusters
-            .iter()
-            .filter_map(|c| c.cluster_template_id.clone())
-            .filter(|t| !templates.contains_key(t))
-            .collect();
-        missing.sort();
-        missing.dedup();
-        if !missing.is_empty() {
-            for t in inner.db.cluster_templates().for_uuids(&missing).await? {
-                if let Some(uuid) = t.uuid.clone() {
-                    templates.insert(uuid, t);
-                }
-            }
-        }
+        crate::sync::templates_of(inner, &clusters, &mut templates).await?;
         let mut polled: Vec<(Cluster, Arc<dyn Driver>)> = Vec::new();
         for c in clusters {
             let Some(t) = c

@@ -703,16 +703,7 @@ mod tests {
                 .await
                 .unwrap_or_else(|_| panic!("{engine}: the pool did not close"));
             if let Some((server, name)) = server {
-                let force = if engine == Engine::Postgres {
-                    " WITH (FORCE)"
-                } else {
-                    ""
-                };
-                server
-                    .conn()
-                    .execute_unprepared(&format!("DROP DATABASE {name}{force}"))
-                    .await
-                    .unwrap();
+                crate::db::drop_scratch(&server, &name).await;
             }
         }
     }
@@ -840,16 +831,7 @@ mod tests {
             );
             db.close().await;
             if let Some((server, name)) = server {
-                let force = if engine == Engine::Postgres {
-                    " WITH (FORCE)"
-                } else {
-                    ""
-                };
-                server
-                    .conn()
-                    .execute_unprepared(&format!("DROP DATABASE {name}{force}"))
-                    .await
-                    .unwrap();
+                crate::db::drop_scratch(&server, &name).await;
             }
         }
     }
