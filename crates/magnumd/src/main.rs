@@ -166,7 +166,24 @@ fn run(cli: Cli) -> Result<(), Failure> {
     for warning in cfg.warnings() {
         tracing::warn!("{warning}");
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // `[api] workers` and `[conductor] workers` name upstream's process counts; here they
+    // size the one process's runtime (a 2-core host shared with its database may serve
+    // more with fewer threads: each idle worker's wake-ups cost it and MariaDB CPU).
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    let workers = match &cli.command {
+        Command::Api => Some(cfg.api.effective_workers()),
+        Command::Conductor => Some(cfg.conductor.effective_workers()),
+        Command::Serve { .. } => Some(
+            cfg.api
+                .effective_workers()
+                .max(cfg.conductor.effective_workers()),
+        ),
+        _ => None,
+    };
+    if let Some(n) = workers {
+        builder.worker_threads(usize::try_from(n.max(1)).unwrap_or(1));
+    }
+    let runtime = builder
         .enable_all()
         .build()
         .map_err(|e| Failure::Runtime(format!("cannot start the async runtime: {e}")))?;

@@ -145,7 +145,8 @@ section! {
         ssl_cert_file: Option<String> = None;
         /// TLS private key (PEM) of the API when enabled_ssl is set.
         ssl_key_file: Option<String> = None;
-        /// Number of API worker processes; 0 means one per CPU. Defaults to the CPU count.
+        /// Number of API workers; 0 means one per CPU. Defaults to the CPU count. magnum-rs
+        /// runs one process with this many runtime threads (upstream forks processes).
         workers: u32 = cpu_count(), opt().sample("<number of CPUs>");
         /// How API requests are authenticated: keystone (validate X-Auth-Token) or noauth
         /// (trust the request, for tests only).
@@ -172,8 +173,9 @@ section! {
     pub struct ConductorSection {
         /// RPC topic the conductor consumes.
         topic: String = "magnum-conductor".into();
-        /// Number of conductor worker processes; 0 means one per CPU. Defaults to the CPU
-        /// count.
+        /// Number of conductor workers; 0 means one per CPU. Defaults to the CPU count.
+        /// magnum-rs runs one process with this many runtime threads (`magnumd serve`: the
+        /// larger of this and `[api] workers`).
         workers: u32 = cpu_count(), opt().sample("<number of CPUs>");
         /// Seconds between two heartbeats of the conductor in the magnum_service table
         /// (magnum-rs; upstream beats every 60 seconds).

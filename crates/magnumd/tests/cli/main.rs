@@ -334,6 +334,47 @@ fn serve_with_no_config_is_the_embedded_default() {
     assert!(err.contains("SIGHUP: no log file to reopen"), "{err}");
 }
 
+/// The runtime threads of `magnumd serve` follow `[api] workers` and `[conductor] workers`
+/// (the larger of the two; upstream's process counts): 3 here, which this 2-CPU machine's
+/// default would not give, then 1.
+#[test]
+fn workers_size_the_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let image_conf = crate::client::repo_root().join("packaging/container/magnumd-container.conf");
+    for (api, conductor, want) in [(3, 1, 3), (1, 1, 1)] {
+        let port = magnum_testkit::free_port();
+        let over = write_conf(
+            dir.path(),
+            "over.conf",
+            &format!(
+                "[DEFAULT]\nstate_path = {}\n[api]\nport = {port}\nworkers = {api}\n\
+                 [conductor]\nworkers = {conductor}\n",
+                dir.path().display()
+            ),
+        );
+        let log = dir.path().join("serve.log");
+        let mut child = ChildGuard::new(
+            Command::new(env!("CARGO_BIN_EXE_magnumd"))
+                .arg("--config-file")
+                .arg(&image_conf)
+                .args(["--config-file", &over, "serve"])
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .unwrap(),
+        )
+        .keep_log(&log);
+        magnum_testkit::wait_for_port(port, &mut child);
+        // tokio names its worker threads "tokio-rt-worker".
+        let workers = std::fs::read_dir(format!("/proc/{}/task", child.id()))
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .filter(|comm| comm.trim_end() == "tokio-rt-worker")
+            .count();
+        assert_eq!(workers, want, "api {api}, conductor {conductor}");
+        child.stop();
+    }
+}
+
 /// The container image's default command (packaging/container): the embedded default on
 /// every address, its state in `state_path`. The image itself is not built here (no
 /// container engine on this machine); this runs its configuration with this build.
