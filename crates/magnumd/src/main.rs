@@ -187,12 +187,6 @@ fn run(cli: Cli) -> Result<(), Failure> {
         .enable_all()
         .build()
         .map_err(|e| Failure::Runtime(format!("cannot start the async runtime: {e}")))?;
-    if workers.is_some() {
-        tracing::info!(
-            "runtime: {} worker threads",
-            runtime.metrics().num_workers()
-        );
-    }
     {
         let _entered = runtime.enter();
         logging::handle_sighup(logging.file.clone());

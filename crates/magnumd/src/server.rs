@@ -262,14 +262,20 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
         .map_err(|e| Failure::Runtime(format!("cannot listen on {addr}: {e}")))?;
     let served = match tls {
         None => {
-            tracing::info!("magnum API listening on http://{addr}");
+            tracing::info!(
+                "magnum API listening on http://{addr} with {} worker threads",
+                runtime_threads()
+            );
             axum::serve(listener, magnum_api::router(state))
                 .with_graceful_shutdown(wait_for_signal())
                 .await
                 .map_err(|e| Failure::Runtime(format!("server failed: {e}")))
         }
         Some(tls) => {
-            tracing::info!("magnum API listening on https://{addr}");
+            tracing::info!(
+                "magnum API listening on https://{addr} with {} worker threads",
+                runtime_threads()
+            );
             let listener = listener
                 .into_std()
                 .map_err(|e| Failure::Runtime(format!("cannot listen on {addr}: {e}")))?;
@@ -411,6 +417,12 @@ async fn open_database(cfg: &Config) -> Result<Database, Failure> {
 /// `magnumd conductor`: serves the conductor topic on RabbitMQ (the shared queue and its own
 /// server queue), runs the status sync and the heartbeat, until SIGTERM or SIGINT. Several may
 /// run side by side, also next to Python conductors.
+/// The runtime's worker threads (`[api] workers`, `[conductor] workers`), for the start-up
+/// lines: logged there rather than at start, so a configuration error stays one line.
+fn runtime_threads() -> usize {
+    tokio::runtime::Handle::current().metrics().num_workers()
+}
+
 pub async fn run_conductor(cfg: &Config) -> Result<(), Failure> {
     let db = open_database(cfg).await?;
     let handle = broker(cfg).await?;
@@ -434,6 +446,7 @@ pub async fn run_conductor(cfg: &Config) -> Result<(), Failure> {
         host = %cfg.default.host,
         server = server.server_id(),
         topic = %cfg.conductor.topic,
+        worker_threads = runtime_threads(),
         drivers = ?conductor.drivers().names(),
         "conductor serving"
     );

@@ -367,7 +367,7 @@ fn workers_size_the_runtime() {
         child.stop();
         // Counted by the runtime itself (threads by name would count its blocking pool too).
         let text = std::fs::read_to_string(&log).unwrap();
-        let workers = text.contains(&format!("runtime: {want} worker threads"));
+        let workers = text.contains(&format!(":{port} with {want} worker threads"));
         assert!(workers, "api {api}, conductor {conductor}: {text}");
     }
 }
