@@ -414,15 +414,15 @@ async fn open_database(cfg: &Config) -> Result<Database, Failure> {
     Ok(db)
 }
 
-/// `magnumd conductor`: serves the conductor topic on RabbitMQ (the shared queue and its own
-/// server queue), runs the status sync and the heartbeat, until SIGTERM or SIGINT. Several may
-/// run side by side, also next to Python conductors.
 /// The runtime's worker threads (`[api] workers`, `[conductor] workers`), for the start-up
 /// lines: logged there rather than at start, so a configuration error stays one line.
 fn runtime_threads() -> usize {
     tokio::runtime::Handle::current().metrics().num_workers()
 }
 
+/// `magnumd conductor`: serves the conductor topic on RabbitMQ (the shared queue and its own
+/// server queue), runs the status sync and the heartbeat, until SIGTERM or SIGINT. Several may
+/// run side by side, also next to Python conductors.
 pub async fn run_conductor(cfg: &Config) -> Result<(), Failure> {
     let db = open_database(cfg).await?;
     let handle = broker(cfg).await?;

@@ -334,36 +334,48 @@ fn serve_with_no_config_is_the_embedded_default() {
     assert!(err.contains("SIGHUP: no log file to reopen"), "{err}");
 }
 
+/// `magnumd serve` on the container image's configuration (packaging/container) with
+/// `extra` added to its `[api]` (after the port) in an override file, state and log in `dir`,
+/// once it listens on `port`. Returns the child and its log.
+fn serve_image_conf(dir: &Path, port: u16, extra: &str) -> (ChildGuard, std::path::PathBuf) {
+    let image_conf = crate::client::repo_root().join("packaging/container/magnumd-container.conf");
+    let over = write_conf(
+        dir,
+        "over.conf",
+        &format!(
+            "[DEFAULT]\nstate_path = {}\n[api]\nport = {port}\n{extra}",
+            dir.display()
+        ),
+    );
+    let log = dir.join("serve.log");
+    let mut child = ChildGuard::new(
+        Command::new(env!("CARGO_BIN_EXE_magnumd"))
+            .arg("--config-file")
+            .arg(&image_conf)
+            .args(["--config-file", &over, "serve"])
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    )
+    .keep_log(&log);
+    magnum_testkit::wait_for_port(port, &mut child);
+    (child, log)
+}
+
 /// The runtime threads of `magnumd serve` follow `[api] workers` and `[conductor] workers`
-/// (the larger of the two; upstream's process counts), as the runtime reports them: 3 here,
-/// which this 2-CPU machine's default would not give, then 1.
+/// (the larger of the two; upstream's process counts), as the runtime reports them: one
+/// more than the CPU count (which the default would not give), then 1.
 #[test]
 fn workers_size_the_runtime() {
     let dir = tempfile::tempdir().unwrap();
-    let image_conf = crate::client::repo_root().join("packaging/container/magnumd-container.conf");
-    for (api, conductor, want) in [(3, 1, 3), (1, 1, 1)] {
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    for (api, conductor, want) in [(cpus + 1, 1, cpus + 1), (1, 1, 1)] {
         let port = magnum_testkit::free_port();
-        let over = write_conf(
+        let (mut child, log) = serve_image_conf(
             dir.path(),
-            "over.conf",
-            &format!(
-                "[DEFAULT]\nstate_path = {}\n[api]\nport = {port}\nworkers = {api}\n\
-                 [conductor]\nworkers = {conductor}\n",
-                dir.path().display()
-            ),
+            port,
+            &format!("workers = {api}\n[conductor]\nworkers = {conductor}\n"),
         );
-        let log = dir.path().join("serve.log");
-        let mut child = ChildGuard::new(
-            Command::new(env!("CARGO_BIN_EXE_magnumd"))
-                .arg("--config-file")
-                .arg(&image_conf)
-                .args(["--config-file", &over, "serve"])
-                .stderr(std::fs::File::create(&log).unwrap())
-                .spawn()
-                .unwrap(),
-        )
-        .keep_log(&log);
-        magnum_testkit::wait_for_port(port, &mut child);
         child.stop();
         // Counted by the runtime itself (threads by name would count its blocking pool too).
         let text = std::fs::read_to_string(&log).unwrap();
@@ -379,27 +391,7 @@ fn workers_size_the_runtime() {
 fn container_default_config_serves_the_embedded_default_on_every_address() {
     let dir = tempfile::tempdir().unwrap();
     let port = magnum_testkit::free_port();
-    let image_conf = crate::client::repo_root().join("packaging/container/magnumd-container.conf");
-    let over = write_conf(
-        dir.path(),
-        "over.conf",
-        &format!(
-            "[DEFAULT]\nstate_path = {}\n[api]\nport = {port}\n",
-            dir.path().display()
-        ),
-    );
-    let log = dir.path().join("serve.log");
-    let mut child = ChildGuard::new(
-        Command::new(env!("CARGO_BIN_EXE_magnumd"))
-            .arg("--config-file")
-            .arg(&image_conf)
-            .args(["--config-file", &over, "serve"])
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    )
-    .keep_log(&log);
-    magnum_testkit::wait_for_port(port, &mut child);
+    let (mut child, log) = serve_image_conf(dir.path(), port, "");
     let reply = magnum_testkit::raw_http(
         port,
         "GET /v1/clusters HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
