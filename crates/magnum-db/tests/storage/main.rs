@@ -8,5 +8,6 @@
 
 mod common;
 mod concurrency;
+mod driver;
 mod repos;
 mod schema;
