@@ -164,6 +164,37 @@ END $$;
 SQL
 }
 
+# The benchmarks' helpers.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# wait_for_api PID PORT LOG [SECONDS]: until magnumd (PID) answers on PORT (default 10 s);
+# prints LOG and fails if it exits first.
+wait_for_api() {
+    local tries=$(( ${4:-10} * 10 ))
+    for _ in $(seq 1 "$tries"); do
+        curl -s -o /dev/null "http://127.0.0.1:$2/" && return 0
+        if ! kill -0 "$1" 2>/dev/null; then
+            echo "magnumd exited before listening:" >&2
+            cat "$3" >&2
+            return 1
+        fi
+        sleep 0.1
+    done
+    echo "magnumd did not listen on port $2 within ${4:-10}s" >&2
+    return 1
+}
+
+# seed_templates URL [curl options...]: POSTs the benchmarks' 100 cluster templates to URL
+# (.../v1/clustertemplates), with the caller's auth and version headers.
+seed_templates() {
+    local url=$1 i
+    shift
+    for i in $(seq -w 0 99); do
+        curl -sf -o /dev/null -X POST "$url" "$@" -H 'Content-Type: application/json' \
+            -d "{\"name\": \"bench-ct-$i\", \"coe\": \"kubernetes\", \"image_id\": \"fedora-coreos-40\", \"flavor_id\": \"m1.small\", \"master_flavor_id\": \"m1.medium\", \"dns_nameserver\": \"8.8.8.8\", \"keypair_id\": \"bench-key\", \"external_network_id\": \"public\", \"network_driver\": \"calico\", \"docker_volume_size\": 10, \"volume_driver\": \"cinder\", \"docker_storage_driver\": \"overlay2\", \"master_lb_enabled\": true, \"labels\": {\"kube_tag\": \"v1.30.4\", \"boot_volume_size\": \"20\", \"availability_zone\": \"nova\"}}"
+    done
+}
+
 # One benchmark at a time on this machine: they share fixed database and account names,
 # flip server-wide settings (userstat, the general log) and would skew each other's
 # figures. A second run waits here for the first to end (the lock goes with the process).
