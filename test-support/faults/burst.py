@@ -6,7 +6,7 @@ creates, resizes and deletes to a Magnum for a given time, and records every ans
 CLOUD is a clouds.yaml entry (OS_CLIENT_CONFIG_FILE). Each step is one request: a create
 (name PREFIX-<n>, one worker), or a resize of an earlier accepted cluster to two workers, or
 the delete of an earlier accepted cluster, in a fixed rotation. Prints one JSON line per
-request: {"t": seconds since start, "op", "cluster", "name" (of a create), "status",
+request: {"t": seconds since start, "at": when it was sent (Unix time), "op", "cluster", "name" (of a create), "status",
 "latency", "detail"}; status 0
 is a request that got no answer within the client's 10 s timeout. A failed step is recorded
 and the burst goes on, as a retrying automation would.
@@ -74,8 +74,8 @@ def main(cloud, template, seconds, prefix):
             resized.add(cluster)
         elif op == "delete" and 200 <= status < 300:
             deleted.add(cluster)
-        say(t=round(t0 - start, 3), op=op, cluster=cluster, name=name, status=status,
-            latency=round(latency, 3), detail=detail)
+        say(t=round(t0 - start, 3), at=round(t0, 3), op=op, cluster=cluster, name=name,
+            status=status, latency=round(latency, 3), detail=detail)
         time.sleep(0.25)
 
 
