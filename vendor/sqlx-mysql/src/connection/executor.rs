@@ -24,7 +24,7 @@ use futures_core::Stream;
 use futures_util::TryStreamExt;
 use sqlx_core::column::{ColumnOrigin, TableColumn};
 use sqlx_core::sql_str::SqlStr;
-use std::{pin::pin, sync::Arc};
+use std::sync::Arc;
 
 impl MySqlConnection {
     async fn prepare_statement(
@@ -332,18 +332,17 @@ impl<'c> Executor<'c> for &'c mut MySqlConnection {
     {
         let arguments = query.take_arguments().map_err(Error::Encode);
         let persistent = query.persistent();
-
-        Box::pin(try_stream! {
         let sql = query.sql();
-            let arguments = arguments?;
-            let mut s = pin!(self.run(sql, arguments, persistent).await?);
 
-            while let Some(v) = s.try_next().await? {
-                r#yield!(v);
-            }
-
-            Ok(())
-        })
+        // magnum-rs: `run`'s stream itself, not re-yielded through a second async stream
+        // (a lock, a span and a wake-up per row).
+        Box::pin(
+            futures_util::stream::once(async move {
+                let arguments = arguments?;
+                self.run(sql, arguments, persistent).await
+            })
+            .try_flatten(),
+        )
     }
 
     fn fetch_optional<'e, 'q, E>(self, query: E) -> BoxFuture<'e, Result<Option<MySqlRow>, Error>>
