@@ -79,6 +79,17 @@ impl<'a> Cols<'a> {
         res.map_err(|e| DbErr::Type(e.to_string()))
     }
 
+    /// Column `i`'s bytes as the driver holds them (text not checked for UTF-8).
+    pub(crate) fn bytes(&self, i: usize) -> std::result::Result<Option<&'a [u8]>, DbErr> {
+        use sqlx::Row;
+        let res = match *self {
+            Cols::MySql(r) => r.try_get_unchecked::<Option<&'a [u8]>, _>(i),
+            Cols::Postgres(r) => r.try_get_unchecked::<Option<&'a [u8]>, _>(i),
+            Cols::Sqlite(r) => r.try_get_unchecked::<Option<&'a [u8]>, _>(i),
+        };
+        res.map_err(|e| DbErr::Type(e.to_string()))
+    }
+
     fn text(&self, i: usize) -> std::result::Result<Option<String>, DbErr> {
         self.get(i)
     }

@@ -247,7 +247,25 @@ async fn cluster_lists_filter_sort_and_page_by_keyset() {
             "The sort_key value \"nope\" is an invalid field for sorting"
         );
 
-        // node_count sums every non-master nodegroup; master_count the master ones.
+        // node_count sums every non-master nodegroup; master_count the master ones: in the
+        // streamed brief list (the counts keyed by uuid bytes)...
+        let mut sums = Vec::new();
+        repo.list_brief_each(&all, &none, &Page::default(), |b| {
+            let name = b.name.unwrap_or_default().to_owned();
+            sums.push((name, b.node_count, b.master_count));
+        })
+        .await
+        .unwrap();
+        let want = [
+            ("delta", 3),
+            ("alpha", 4),
+            ("charlie", 5),
+            ("bravo", 6),
+            ("echo", 7),
+        ]
+        .map(|(n, workers)| (n.to_owned(), workers, 1));
+        assert_eq!(sums, want);
+        // ...and in the filters.
         let f = ClusterFilters {
             node_count: Some(5),
             ..Default::default()
