@@ -6,10 +6,10 @@ creates, resizes and deletes to a Magnum for a given time, and records every ans
 CLOUD is a clouds.yaml entry (OS_CLIENT_CONFIG_FILE). Each step is one request: a create
 (name PREFIX-<n>, one worker), or a resize of an earlier accepted cluster to two workers, or
 the delete of an earlier accepted cluster, in a fixed rotation. Prints one JSON line per
-request: {"t": seconds since start, "at": when it was sent (Unix time), "op", "cluster", "name" (of a create), "status",
-"latency", "detail"}; status 0
-is a request that got no answer within the client's 10 s timeout. A failed step is recorded
-and the burst goes on, as a retrying automation would.
+request: {"t": seconds since start, "at": when it was sent (Unix time), "op", "cluster",
+"name" (of a create), "status", "latency", "detail"}; status 0 is a request that got no
+answer within the client's 10 s timeout. A failed step is recorded and the burst goes on, as
+a retrying automation would.
 """
 import json
 import sys

@@ -68,26 +68,33 @@ impl<'a> Cols<'a> {
         res.map_err(|e| DbErr::Type(e.to_string()))
     }
 
-    /// Column `i` as text borrowed from the row.
-    pub(crate) fn str(&self, i: usize) -> std::result::Result<Option<&'a str>, DbErr> {
+    /// Column `i` borrowed from the row (`&str`, or `&[u8]`: bytes not checked for UTF-8).
+    fn borrowed<T>(&self, i: usize) -> std::result::Result<Option<T>, DbErr>
+    where
+        T: sqlx::Decode<'a, sqlx::MySql>
+            + sqlx::Type<sqlx::MySql>
+            + sqlx::Decode<'a, sqlx::Postgres>
+            + sqlx::Type<sqlx::Postgres>
+            + sqlx::Decode<'a, sqlx::Sqlite>
+            + sqlx::Type<sqlx::Sqlite>,
+    {
         use sqlx::Row;
         let res = match *self {
-            Cols::MySql(r) => r.try_get_unchecked::<Option<&'a str>, _>(i),
-            Cols::Postgres(r) => r.try_get_unchecked::<Option<&'a str>, _>(i),
-            Cols::Sqlite(r) => r.try_get_unchecked::<Option<&'a str>, _>(i),
+            Cols::MySql(r) => r.try_get_unchecked::<Option<T>, _>(i),
+            Cols::Postgres(r) => r.try_get_unchecked::<Option<T>, _>(i),
+            Cols::Sqlite(r) => r.try_get_unchecked::<Option<T>, _>(i),
         };
         res.map_err(|e| DbErr::Type(e.to_string()))
     }
 
+    /// Column `i` as text borrowed from the row.
+    pub(crate) fn str(&self, i: usize) -> std::result::Result<Option<&'a str>, DbErr> {
+        self.borrowed(i)
+    }
+
     /// Column `i`'s bytes as the driver holds them (text not checked for UTF-8).
     pub(crate) fn bytes(&self, i: usize) -> std::result::Result<Option<&'a [u8]>, DbErr> {
-        use sqlx::Row;
-        let res = match *self {
-            Cols::MySql(r) => r.try_get_unchecked::<Option<&'a [u8]>, _>(i),
-            Cols::Postgres(r) => r.try_get_unchecked::<Option<&'a [u8]>, _>(i),
-            Cols::Sqlite(r) => r.try_get_unchecked::<Option<&'a [u8]>, _>(i),
-        };
-        res.map_err(|e| DbErr::Type(e.to_string()))
+        self.borrowed(i)
     }
 
     fn text(&self, i: usize) -> std::result::Result<Option<String>, DbErr> {

@@ -166,10 +166,26 @@ impl Burst {
 }
 
 /// Now as Unix time, the clock of the burst's `at`.
-pub(crate) fn unix_now() -> f64 {
+fn unix_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Runs `stop` (a service going away); when it began and when it returned, Unix times.
+pub(crate) fn outage(stop: impl FnOnce()) -> (f64, f64) {
+    let began = unix_now();
+    stop();
+    (began, unix_now())
+}
+
+/// The longest a 503 took, in seconds.
+pub(crate) fn slowest_503(answers: &[Answer]) -> f64 {
+    answers
+        .iter()
+        .filter(|a| a.status == 503)
+        .map(|a| a.latency)
+        .fold(0.0, f64::max)
 }
 
 /// Every answer is a success, a clear 503 within 2 s, or a refusal of the cluster's state.
@@ -408,9 +424,7 @@ fn a_burst_survives_database_conductor_keystone_and_broker_faults() {
     // MariaDB restarted (a clean shutdown, 5 s away).
     at(start, 8);
     let t0 = since(Instant::now());
-    let began = unix_now();
-    mariadb.pause();
-    outages.push((began, unix_now()));
+    outages.push(outage(|| mariadb.pause()));
     std::thread::sleep(Duration::from_secs(5));
     mariadb.resume();
     windows.push(("MariaDB restarted", t0, since(Instant::now())));
@@ -418,9 +432,7 @@ fn a_burst_survives_database_conductor_keystone_and_broker_faults() {
     // A conductor SIGKILLed; it comes back 5 s later.
     at(start, 22);
     let t0 = since(Instant::now());
-    let began = unix_now();
-    procs.stop(cond_a);
-    outages.push((began, unix_now()));
+    outages.push(outage(|| procs.stop(cond_a)));
     std::thread::sleep(Duration::from_secs(5));
     procs.spawn(
         magnumd(&[&conf, &conf_a], "conductor"),
@@ -432,9 +444,7 @@ fn a_burst_survives_database_conductor_keystone_and_broker_faults() {
     // token it has never seen gets a 503 at once.
     at(start, 34);
     let t0 = since(Instant::now());
-    let began = unix_now();
-    keystone_script("stop.sh", &ks_dir);
-    outages.push((began, unix_now()));
+    outages.push(outage(|| keystone_script("stop.sh", &ks_dir)));
     std::thread::sleep(Duration::from_secs(2));
     let asked = Instant::now();
     let (code, body) = http(
@@ -462,9 +472,7 @@ fn a_burst_survives_database_conductor_keystone_and_broker_faults() {
     // RabbitMQ restarted (5 s away).
     at(start, 72);
     let t0 = since(Instant::now());
-    let began = unix_now();
-    crate::rabbit::rabbitmqctl(&["stop_app"]);
-    outages.push((began, unix_now()));
+    outages.push(outage(|| crate::rabbit::rabbitmqctl(&["stop_app"])));
     std::thread::sleep(Duration::from_secs(5));
     crate::rabbit::rabbitmqctl(&["start_app"]);
     windows.push(("RabbitMQ restarted", t0, since(Instant::now())));
@@ -502,11 +510,7 @@ fn a_burst_survives_database_conductor_keystone_and_broker_faults() {
         );
     }
     assert_clear(&answers, &outages);
-    let slowest_503 = answers
-        .iter()
-        .filter(|a| a.status == 503)
-        .map(|a| a.latency)
-        .fold(0.0, f64::max);
+    let slowest_503 = slowest_503(&answers);
     eprintln!(
         "faults: slowest 503: {slowest_503:.3} s; unseen token with Keystone away: {unseen_took:?}"
     );
