@@ -122,11 +122,19 @@ impl<'a> Cols<'a> {
 /// A driver row of one of the three engines.
 pub(crate) trait EngineRow {
     fn cols(&self) -> Cols<'_>;
+    /// The row's bytes as the server sent them, where the driver lends them (MariaDB's and
+    /// MySQL's binary rows): rows of one statement with equal bytes decode alike.
+    fn raw(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 impl EngineRow for sqlx::mysql::MySqlRow {
     fn cols(&self) -> Cols<'_> {
         Cols::MySql(self)
+    }
+    fn raw(&self) -> Option<&[u8]> {
+        self.raw_binary()
     }
 }
 
@@ -180,13 +188,13 @@ where
     DB::Row: EngineRow,
     SqlxValues: sqlx::IntoArguments<DB>,
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    F: FnMut(Cols<'_>) -> std::result::Result<(), DbErr>,
+    F: FnMut(&DB::Row) -> std::result::Result<(), DbErr>,
 {
     use futures::TryStreamExt;
     let mut rows = sqlx_query::<DB>(stmt).fetch(&mut **conn);
     let mut n = 0;
     while let Some(row) = rows.try_next().await.map_err(query_err)? {
-        visit(row.cols())?;
+        visit(&row)?;
         n += 1;
     }
     Ok(n)

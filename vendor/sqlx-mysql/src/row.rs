@@ -16,6 +16,19 @@ pub struct MySqlRow {
     pub(crate) column_names: Arc<HashMap<UStr, usize>>,
 }
 
+impl MySqlRow {
+    /// magnum-rs: a binary-protocol row's bytes as the server sent them (its NULL bitmap and
+    /// values, after the packet's header byte); `None` for a text-protocol row. Two rows of
+    /// one statement with the same bytes decode to the same values, so a reader may key
+    /// work it did for one row by these bytes and skip it for the other.
+    pub fn raw_binary(&self) -> Option<&[u8]> {
+        match self.format {
+            MySqlValueFormat::Binary => Some(&self.row.storage),
+            MySqlValueFormat::Text => None,
+        }
+    }
+}
+
 impl Row for MySqlRow {
     type Database = MySql;
 

@@ -14,13 +14,14 @@ use http::{Method, StatusCode};
 use magnum_core::ids::is_uuid_like;
 use magnum_core::status::ClusterStatus;
 use magnum_core::{Error, RequestContext};
-use magnum_db::repo::cluster::{Cluster, ClusterBrief, ClusterFilters};
+use magnum_db::repo::cluster::{BriefSink, Cluster, ClusterBrief, ClusterFilters};
 use magnum_db::repo::nodegroup::NodeGroup;
 use magnum_service::clusters::{ClusterChange, NewCluster, ZERO_NODES};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::lookup::{self, admin_scope, labels_diff};
+use super::rendered::{Items, List};
 use super::{Link, ListParams, Ts, ctx_target, links, no_content, owner_target, raw_json, respond};
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
@@ -235,6 +236,28 @@ fn cluster_links(base: &str, c: &Cluster) -> [Link; 2] {
         base,
         &format!("clusters/{}", c.uuid.as_deref().unwrap_or_default()),
     )
+}
+
+/// The brief list's clusters, rendered into its body (or copied, rendered before from an
+/// equal row with the same node counts).
+struct Briefs<'a> {
+    items: Items<'a>,
+    base: &'a str,
+    cluster_id: bool,
+}
+
+impl BriefSink for Briefs<'_> {
+    fn known(&mut self, raw: &[u8], node_count: i64, master_count: i64) -> bool {
+        let mut counts = [0u8; 16];
+        counts[..8].copy_from_slice(&node_count.to_le_bytes());
+        counts[8..].copy_from_slice(&master_count.to_le_bytes());
+        self.items.known(&counts, raw)
+    }
+
+    fn row(&mut self, c: &ClusterBrief<'_>) {
+        let (base, cluster_id) = (self.base, self.cluster_id);
+        self.items.write(c.uuid, |o| brief(o, c, base, cluster_id));
+    }
 }
 
 /// A brief list item, keys in upstream's order, written straight from the driver's row:
@@ -864,25 +887,24 @@ async fn list(app: &AppState, req: &Req, detail: bool) -> ApiResult<Response> {
             .unwrap_or(usize::MAX)
             .min(1000);
         let mut body = Vec::with_capacity(16 + BRIEF_BYTES * limit);
-        let (mut first, mut last, mut last_is_some) = (true, String::new(), false);
         let cluster_id = req.version >= ApiVersion::new(1, 13);
         body.extend_from_slice(b"{\"clusters\":[");
+        let list = if cluster_id {
+            List::ClustersBrief
+        } else {
+            List::ClustersBriefBelow113
+        };
+        let mut sink = Briefs {
+            items: Items::new(&app.rendered, body, list, &req.base),
+            base: &req.base,
+            cluster_id,
+        };
         let n = app
             .db
             .clusters()
-            .list_brief_each(&ctx, &filters, &page, |c| {
-                if !first {
-                    body.push(b',');
-                }
-                first = false;
-                brief(&mut body, c, &req.base, cluster_id);
-                // The last uuid (the next page's marker), kept in one reused string.
-                last_is_some = c.uuid.is_some();
-                last.clear();
-                last.push_str(c.uuid.unwrap_or_default());
-            })
+            .list_brief_each(&ctx, &filters, &page, &mut sink)
             .await?;
-        let last = last_is_some.then_some(last);
+        let (mut body, last) = sink.items.finish();
         let next = params.next(&req.base, path, n, last);
         out::end_list(&mut body, next.as_deref());
         return Ok(out::respond(body));

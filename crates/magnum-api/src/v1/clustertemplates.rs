@@ -4,11 +4,12 @@ use axum::response::Response;
 use http::{Method, StatusCode};
 use magnum_core::RequestContext;
 use magnum_core::ids::is_uuid_like;
-use magnum_db::repo::cluster_template::{ClusterTemplate, TemplateRow};
+use magnum_db::repo::cluster_template::{ClusterTemplate, TemplateRow, TemplateSink};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::clusters::out;
+use super::rendered::{Items, List};
 use super::{Link, ListParams, Ts, created, ctx_target, links, no_content, owner_target, raw_json};
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
@@ -292,30 +293,42 @@ async fn list(app: &AppState, req: &Req, detail: bool) -> ApiResult<Response> {
     } else {
         "clustertemplates"
     };
-    // Each template is written as the driver reads its row, into a buffer sized for the
-    // page (about 1.2 KB per template with short labels; it grows past 128).
+    // Each template is written as the driver reads its row (or copied, rendered before
+    // from an equal row), into a buffer sized for the page (about 1.2 KB per template with
+    // short labels; it grows past 128).
     let limit = usize::try_from(params.limit).unwrap_or(usize::MAX).min(128);
     let mut body = Vec::with_capacity(32 + 1280 * limit);
-    let (mut first, mut last, mut last_is_some) = (true, String::new(), false);
     body.extend_from_slice(b"{\"clustertemplates\":[");
+    let mut sink = Templates {
+        items: Items::new(&app.rendered, body, List::Templates, &req.base),
+        base: &req.base,
+    };
     let n = app
         .db
         .cluster_templates()
-        .list_each(&ctx, &params.page(marker), |t| {
-            if !first {
-                body.push(b',');
-            }
-            first = false;
-            write_item(&mut body, t, &req.base);
-            // The last uuid (the next page's marker), kept in one reused string.
-            last_is_some = t.uuid.is_some();
-            last.clear();
-            last.push_str(t.uuid.unwrap_or_default());
-        })
+        .list_each(&ctx, &params.page(marker), &mut sink)
         .await?;
-    let next = params.next(&req.base, path, n, last_is_some.then_some(last));
+    let (mut body, last) = sink.items.finish();
+    let next = params.next(&req.base, path, n, last);
     out::end_list(&mut body, next.as_deref());
     Ok(out::respond(body))
+}
+
+/// The list's rows, rendered into its body.
+struct Templates<'a> {
+    items: Items<'a>,
+    base: &'a str,
+}
+
+impl TemplateSink for Templates<'_> {
+    fn known(&mut self, raw: &[u8]) -> bool {
+        self.items.known(&[], raw)
+    }
+
+    fn row(&mut self, t: &TemplateRow<'_>) {
+        let base = self.base;
+        self.items.write(t.uuid, |o| write_item(o, t, base));
+    }
 }
 
 /// A list item, written straight from the driver's row: the same bytes as serde_json's

@@ -10,6 +10,7 @@ pub mod lookup;
 pub mod mservices;
 pub mod nodegroups;
 pub mod quotas;
+pub mod rendered;
 pub mod stats;
 
 /// Every resource's routes, for the OpenAPI document.

@@ -17,6 +17,8 @@ pub struct Server {
     pub http: reqwest::Client,
     /// Every RPC the API sent, and the answers it gets.
     pub conductor: Arc<FakeConductor>,
+    /// The server's own state (its rendered-items cache, say).
+    pub state: Arc<AppState>,
     _dir: tempfile::TempDir,
     /// The MariaDB database, dropped when the test ends however it ends.
     _server_db: Option<ServerDb>,
@@ -114,11 +116,13 @@ pub async fn start_with_settings(auth: Auth, settings: ApiSettings) -> Server {
         policy: Enforcer::new(PolicyOptions::default()).unwrap(),
         settings,
         services,
+        rendered: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    let served = state.clone();
     tokio::spawn(async move {
-        axum::serve(listener, magnum_api::router(state))
+        axum::serve(listener, magnum_api::router(served))
             .await
             .unwrap();
     });
@@ -127,6 +131,7 @@ pub async fn start_with_settings(auth: Auth, settings: ApiSettings) -> Server {
         db,
         http: reqwest::Client::new(),
         conductor,
+        state,
         _dir: dir,
         _server_db: server_db,
     }

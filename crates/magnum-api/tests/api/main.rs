@@ -6,5 +6,6 @@
 mod clusters;
 mod common;
 mod nodegroups;
+mod rendered;
 mod replay;
 mod resources;

@@ -104,23 +104,44 @@ impl ClusterBrief<'_> {
     }
 }
 
+/// Where the streamed brief list hands its clusters. A closure taking a [`ClusterBrief`] is
+/// one; a sink that can render a cluster from its row's bytes also implements
+/// [`Self::known`].
+pub trait BriefSink {
+    /// The page row's bytes as the server sent them, with the cluster's node counts, before
+    /// anything is decoded (MariaDB and MySQL only; rows of the page with equal bytes hold
+    /// equal values): true when the sink handled the cluster from them, and then
+    /// [`Self::row`] is not called for it.
+    fn known(&mut self, _raw: &[u8], _node_count: i64, _master_count: i64) -> bool {
+        false
+    }
+    /// The cluster decoded (after `known` said false, or on an engine without row bytes).
+    fn row(&mut self, cluster: &ClusterBrief<'_>);
+}
+
+impl<F: FnMut(&ClusterBrief<'_>)> BriefSink for F {
+    fn row(&mut self, cluster: &ClusterBrief<'_>) {
+        self(cluster)
+    }
+}
+
 /// The brief list's two statements: the page's node counts (kept, keyed by the cluster uuid
 /// borrowed from their rows) and the page itself, streamed. With a `spare` connection both
 /// run at once (the page's rows wait in the socket while the counts are read); without, one
 /// after the other on `conn`.
-async fn brief_on<DB, F>(
+async fn brief_on<DB, S>(
     conn: &mut sqlx::pool::PoolConnection<DB>,
     spare: Option<&mut sqlx::pool::PoolConnection<DB>>,
     counts: Statement,
     page: Statement,
-    visit: &mut F,
+    sink: &mut S,
 ) -> std::result::Result<usize, sea_orm::DbErr>
 where
     DB: sqlx::Database,
     DB::Row: EngineRow,
     sea_query_sqlx::SqlxValues: sqlx::IntoArguments<DB>,
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    F: FnMut(&ClusterBrief<'_>),
+    S: BriefSink + ?Sized,
 {
     use futures::TryStreamExt;
     let (counts, mut rows, first) = match spare {
@@ -155,13 +176,19 @@ where
             sums.0 += n;
         }
     }
-    let mut emit = |c: rows::Cols<'_>| -> std::result::Result<(), sea_orm::DbErr> {
-        let uuid = c.str(0)?;
-        let (node_count, master_count) = uuid
-            .and_then(|u| by_cluster.get(u.as_bytes()).copied())
+    let mut emit = |r: &DB::Row| -> std::result::Result<(), sea_orm::DbErr> {
+        let c = r.cols();
+        let (node_count, master_count) = c
+            .bytes(0)?
+            .and_then(|u| by_cluster.get(u).copied())
             .unwrap_or_default();
-        visit(&ClusterBrief {
-            uuid,
+        if r.raw()
+            .is_some_and(|raw| sink.known(raw, node_count, master_count))
+        {
+            return Ok(());
+        }
+        sink.row(&ClusterBrief {
+            uuid: c.str(0)?,
             name: c.str(1)?,
             cluster_template_id: c.str(2)?,
             keypair: c.str(3)?,
@@ -179,10 +206,10 @@ where
         Ok(())
     };
     let Some(first) = first else { return Ok(0) };
-    emit(first.cols())?;
+    emit(&first)?;
     let mut n = 1;
     while let Some(row) = rows.try_next().await.map_err(rows::query_err)? {
-        emit(row.cols())?;
+        emit(&row)?;
         n += 1;
     }
     Ok(n)
@@ -418,8 +445,10 @@ impl ClusterRepo<'_> {
         page: &Page<Cluster>,
     ) -> Result<Vec<ClusterSummary>> {
         let mut out = Vec::new();
-        self.list_brief_each(ctx, filters, page, |c| out.push(c.to_summary()))
-            .await?;
+        self.list_brief_each(ctx, filters, page, &mut |c: &ClusterBrief<'_>| {
+            out.push(c.to_summary())
+        })
+        .await?;
         Ok(out)
     }
 
@@ -429,15 +458,15 @@ impl ClusterRepo<'_> {
     /// joined on the page, then the page's columns that the list shows. Returns the number of
     /// clusters. (Whole rows and a 1,000-uuid `IN` list were slower; summing in correlated
     /// sub-selects made it one statement, but MariaDB served that at half the rate.)
-    pub async fn list_brief_each<F>(
+    pub async fn list_brief_each<S>(
         &self,
         ctx: &RequestContext,
         filters: &ClusterFilters,
         page: &Page<Cluster>,
-        mut visit: F,
+        sink: &mut S,
     ) -> Result<usize>
     where
-        F: FnMut(&ClusterBrief<'_>) + Send,
+        S: BriefSink + Send + ?Sized,
     {
         use sea_orm::sea_query::{Alias, JoinType};
         use sea_orm::{QuerySelect, QueryTrait};
@@ -467,7 +496,7 @@ impl ClusterRepo<'_> {
             .to_owned();
         let counts = backend.build(&counts);
         rows::with_conn!(self.db, |conn, spare| brief_on(
-            conn, spare, counts, page, &mut visit
+            conn, spare, counts, page, sink
         )
         .await)
         .map_err(map_db_err)
@@ -591,6 +620,7 @@ mod tests {
 
     use super::*;
     use crate::entity::cluster_template;
+    use crate::repo::cluster_template::TemplateRow;
     use crate::url::{DbUrl, Engine};
     use crate::{DbSettings, Page};
 
@@ -644,12 +674,17 @@ mod tests {
             };
             let list = || async {
                 db.cluster_templates()
-                    .list_each(&ctx, &Page::default(), |_| {})
+                    .list_each(&ctx, &Page::default(), &mut |_: &TemplateRow<'_>| {})
                     .await
             };
             let brief = || async {
                 db.clusters()
-                    .list_brief_each(&ctx, &ClusterFilters::default(), &Page::default(), |_| {})
+                    .list_brief_each(
+                        &ctx,
+                        &ClusterFilters::default(),
+                        &Page::default(),
+                        &mut |_: &ClusterBrief<'_>| {},
+                    )
                     .await
             };
             list().await.unwrap();
@@ -799,7 +834,7 @@ mod tests {
             let mut rows = Vec::new();
             let n = db
                 .cluster_templates()
-                .list_each(&ctx, &Page::default(), |r| {
+                .list_each(&ctx, &Page::default(), &mut |r: &TemplateRow<'_>| {
                     rows.push((
                         r.id,
                         r.uuid.map(str::to_owned),

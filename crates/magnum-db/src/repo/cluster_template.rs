@@ -103,21 +103,43 @@ impl<'r> TemplateRow<'r> {
     }
 }
 
-/// Stream `page`'s rows to `visit` as [`TemplateRow`]s.
-async fn each_template<DB, F>(
+/// Where the streamed template list hands its rows. A closure taking a [`TemplateRow`] is
+/// one; a sink that can render a row from its bytes alone also implements [`Self::known`].
+pub trait TemplateSink {
+    /// The row's bytes as the server sent them, before anything is decoded (MariaDB and
+    /// MySQL only; rows of the list with equal bytes hold equal values): true when the sink
+    /// handled the row from them, and then [`Self::row`] is not called for it.
+    fn known(&mut self, _raw: &[u8]) -> bool {
+        false
+    }
+    /// The row decoded (after `known` said false, or on an engine without row bytes).
+    fn row(&mut self, row: &TemplateRow<'_>);
+}
+
+impl<F: FnMut(&TemplateRow<'_>)> TemplateSink for F {
+    fn row(&mut self, row: &TemplateRow<'_>) {
+        self(row)
+    }
+}
+
+/// Stream `page`'s rows to `sink`.
+async fn each_template<DB, S>(
     conn: &mut sqlx::pool::PoolConnection<DB>,
     page: sea_orm::Statement,
-    visit: &mut F,
+    sink: &mut S,
 ) -> std::result::Result<usize, sea_orm::DbErr>
 where
     DB: sqlx::Database,
     DB::Row: crate::rows::EngineRow,
     sea_query_sqlx::SqlxValues: sqlx::IntoArguments<DB>,
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    F: FnMut(&TemplateRow<'_>),
+    S: TemplateSink + ?Sized,
 {
-    crate::rows::each_row(conn, page, |c| {
-        visit(&TemplateRow::decode(&c)?);
+    use crate::rows::EngineRow;
+    crate::rows::each_row(conn, page, |r: &DB::Row| {
+        if !r.raw().is_some_and(|raw| sink.known(raw)) {
+            sink.row(&TemplateRow::decode(&r.cols())?);
+        }
         Ok(())
     })
     .await
@@ -221,22 +243,22 @@ impl ClusterTemplateRepo<'_> {
         fetch_all(self.db.conn(), q).await
     }
 
-    /// One page, handed to `visit` row by row as the driver reads it, text borrowed from the
+    /// One page, handed to `sink` row by row as the driver reads it, text borrowed from the
     /// row (the list's hot path: no owned model per template). The same statement as
     /// [`Self::list`]; returns the number of templates.
-    pub async fn list_each<F>(
+    pub async fn list_each<S>(
         &self,
         ctx: &RequestContext,
         page: &Page<ClusterTemplate>,
-        mut visit: F,
+        sink: &mut S,
     ) -> Result<usize>
     where
-        F: FnMut(&TemplateRow<'_>) + Send,
+        S: TemplateSink + Send + ?Sized,
     {
         use sea_orm::QueryTrait;
         let backend = self.db.backend();
         let q = paginate(backend, Self::scoped(ctx), page)?.build(backend);
-        crate::rows::with_conn!(self.db, |conn| each_template(conn, q, &mut visit).await)
+        crate::rows::with_conn!(self.db, |conn| each_template(conn, q, sink).await)
             .map_err(crate::errors::map_db_err)
     }
 

@@ -3,8 +3,8 @@
 
 use magnum_core::ids::Identity;
 use magnum_core::{Error, RequestContext};
-use magnum_db::repo::cluster::{Cluster, ClusterFilters, ClusterStats};
-use magnum_db::repo::cluster_template::ClusterTemplate;
+use magnum_db::repo::cluster::{BriefSink, Cluster, ClusterBrief, ClusterFilters, ClusterStats};
+use magnum_db::repo::cluster_template::{ClusterTemplate, TemplateRow, TemplateSink};
 use magnum_db::repo::federation::{Federation, FederationFilters};
 use magnum_db::repo::magnum_service;
 use magnum_db::repo::nodegroup::{NodeGroup, NodeGroupFilters};
@@ -250,7 +250,9 @@ async fn cluster_lists_filter_sort_and_page_by_keyset() {
         // node_count sums every non-master nodegroup; master_count the master ones: in the
         // streamed brief list (the counts keyed by uuid bytes)...
         let mut sums = Vec::new();
-        repo.list_brief_each(&all, &none, &Page::default(), |b| {
+        repo.list_brief_each(&all, &none, &Page::default(), &mut |b: &ClusterBrief<
+            '_,
+        >| {
             let name = b.name.unwrap_or_default().to_owned();
             sums.push((name, b.node_count, b.master_count));
         })
@@ -605,4 +607,121 @@ async fn quotas_services_keypairs_and_federations() {
             .await
             .unwrap();
     });
+}
+
+/// Records what a streamed list hands over: each row's bytes (`known`) and each decoded row
+/// (`row`); `known` answers from `skip`.
+#[derive(Default)]
+struct Recorder {
+    raw: Vec<Vec<u8>>,
+    decoded: Vec<String>,
+    counts: Vec<(i64, i64)>,
+    skip: bool,
+}
+
+impl TemplateSink for Recorder {
+    fn known(&mut self, raw: &[u8]) -> bool {
+        self.raw.push(raw.to_vec());
+        self.skip
+    }
+    fn row(&mut self, t: &TemplateRow<'_>) {
+        self.decoded.push(t.name.unwrap_or_default().to_owned());
+    }
+}
+
+impl BriefSink for Recorder {
+    fn known(&mut self, raw: &[u8], node_count: i64, master_count: i64) -> bool {
+        self.raw.push(raw.to_vec());
+        self.counts.push((node_count, master_count));
+        self.skip
+    }
+    fn row(&mut self, c: &ClusterBrief<'_>) {
+        self.decoded.push(c.name.unwrap_or_default().to_owned());
+    }
+}
+
+/// The streamed lists hand a sink each row's bytes before decoding it (MariaDB's binary
+/// rows; the other engines lend none and every row is decoded): equal rows have equal bytes,
+/// a changed row other bytes, and a row the sink knows from its bytes is not decoded.
+#[tokio::test]
+async fn streamed_lists_hand_over_row_bytes_before_decoding() {
+    on_every_engine!(at_head, |t| {
+        let db = &t.db;
+        let mysql = t.engine == magnum_db::Engine::MySql;
+        let ctx = RequestContext {
+            project_id: Some("p1".into()),
+            ..Default::default()
+        };
+        let one = template(db, "p1", "one", false, false).await;
+        template(db, "p1", "two", false, false).await;
+        let ctx = &ctx;
+        let list = |skip: bool| async move {
+            let mut r = Recorder {
+                skip,
+                ..Default::default()
+            };
+            db.cluster_templates()
+                .list_each(ctx, &Page::default(), &mut r)
+                .await
+                .unwrap();
+            r
+        };
+        let first = list(false).await;
+        assert_eq!(first.decoded, ["one", "two"]);
+        if !mysql {
+            assert!(first.raw.is_empty(), "{:?}", t.engine);
+            assert_eq!(list(true).await.decoded, ["one", "two"]);
+        } else {
+            row_bytes_on_mariadb(db, ctx, &one, first, list).await;
+        }
+    });
+}
+
+async fn row_bytes_on_mariadb<F, Fut>(
+    db: &Database,
+    ctx: &RequestContext,
+    one: &ClusterTemplate,
+    first: Recorder,
+    list: F,
+) where
+    F: Fn(bool) -> Fut,
+    Fut: std::future::Future<Output = Recorder>,
+{
+    {
+        assert_eq!(first.raw.len(), 2);
+        assert_ne!(first.raw[0], first.raw[1]);
+        // Known from their bytes: nothing decoded.
+        let known = list(true).await;
+        assert_eq!(known.raw, first.raw);
+        assert!(known.decoded.is_empty());
+        // One template changed: its bytes change, the other's do not.
+        let mut renamed = one.clone();
+        renamed.name = Some("uno".into());
+        db.cluster_templates().save(one, &renamed).await.unwrap();
+        let after = list(false).await;
+        assert_eq!(after.decoded, ["uno", "two"]);
+        assert_ne!(after.raw[0], first.raw[0]);
+        assert_eq!(after.raw[1], first.raw[1]);
+
+        // The brief clusters list: bytes with the page row's node counts.
+        let c = cluster(db, "p1", "c", "t").await;
+        nodegroup(db, &c, "default-master", "master", 1).await;
+        nodegroup(db, &c, "default-worker", "worker", 3).await;
+        let mut r = Recorder::default();
+        db.clusters()
+            .list_brief_each(ctx, &ClusterFilters::default(), &Page::default(), &mut r)
+            .await
+            .unwrap();
+        assert_eq!(r.decoded, ["c"]);
+        assert_eq!(r.counts, [(3, 1)]);
+        assert_eq!(r.raw.len(), 1);
+        r.skip = true;
+        r.decoded.clear();
+        db.clusters()
+            .list_brief_each(ctx, &ClusterFilters::default(), &Page::default(), &mut r)
+            .await
+            .unwrap();
+        assert!(r.decoded.is_empty());
+        assert_eq!(r.raw[0], r.raw[1]);
+    }
 }

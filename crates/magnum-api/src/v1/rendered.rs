@@ -1,0 +1,255 @@
+//! List items already rendered, kept under the bytes of the row they were rendered from.
+//!
+//! A list item's JSON is a function of its row (the columns the list selects), the request's
+//! base URL and a few facts of the list (its kind, the microversion's key names, a cluster's
+//! node counts): nothing else. MariaDB and MySQL send a prepared statement's rows in their
+//! binary protocol, and rows with equal bytes hold equal values, so an item rendered once is
+//! kept under those bytes and facts, and a later request that reads an equal row copies it
+//! instead of decoding the row, checking its text for UTF-8, validating its labels and
+//! escaping its strings (about half of a list request's instructions).
+//!
+//! Nothing can be stale: the statement runs on every request, the database stays the only
+//! source of truth, and a row that changed has other bytes, so it misses; its old item is
+//! never asked for again and is evicted in time. Nor can an item cross projects: it is only
+//! ever handed out for a row equal to the one it was rendered from, whoever reads it. The
+//! cache is bounded in bytes; entries are weighed by their key and JSON.
+
+use std::sync::Arc;
+
+/// Bytes the cache holds at most (keys, items and bookkeeping), for every list together:
+/// a page of 1,000 clusters takes about 1.3 MB, 100 templates about 0.25 MB.
+const CAPACITY: u64 = 8 << 20;
+/// Bookkeeping per entry, roughly, for the weight.
+const OVERHEAD: u64 = 96;
+
+/// Which list an item belongs to: the first byte of every key.
+#[derive(Clone, Copy)]
+#[repr(u8)]
+pub(crate) enum List {
+    Templates = 1,
+    ClustersBrief = 2,
+    ClustersBriefBelow113 = 3,
+}
+
+/// One rendered item and the uuid it names (a page's last one is the next page's marker).
+pub struct Item {
+    json: Box<[u8]>,
+    uuid: Option<Box<str>>,
+}
+
+#[derive(Clone)]
+struct Weight;
+
+impl quick_cache::Weighter<Box<[u8]>, Arc<Item>> for Weight {
+    fn weight(&self, key: &Box<[u8]>, item: &Arc<Item>) -> u64 {
+        let uuid = item.uuid.as_ref().map_or(0, |u| u.len());
+        (key.len() + item.json.len() + uuid) as u64 + OVERHEAD
+    }
+}
+
+/// The process's rendered list items (shared by every request; internally sharded).
+pub struct ItemCache {
+    items: quick_cache::sync::Cache<Box<[u8]>, Arc<Item>, Weight, foldhash::fast::RandomState>,
+}
+
+impl Default for ItemCache {
+    fn default() -> Self {
+        Self::with_capacity(CAPACITY)
+    }
+}
+
+impl ItemCache {
+    /// A cache of at most `bytes` (weighed as keys plus items).
+    pub fn with_capacity(bytes: u64) -> Self {
+        // Sized for items of about 1.5 KB; the weight, not this, bounds it.
+        let estimated = usize::try_from(bytes / 1536).unwrap_or(usize::MAX).max(16);
+        Self {
+            items: quick_cache::sync::Cache::with(
+                estimated,
+                bytes,
+                Weight,
+                foldhash::fast::RandomState::default(),
+                quick_cache::sync::DefaultLifecycle::default(),
+            ),
+        }
+    }
+
+    /// How many items it holds now.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+/// A list body being written, item by item, from rows or from the cache.
+pub(crate) struct Items<'a> {
+    body: Vec<u8>,
+    cache: &'a ItemCache,
+    /// The key: the list's facts (the first `facts` bytes), then the current row's own
+    /// facts and bytes. `keyed`: it holds the current row's, so its item may be kept.
+    key: Vec<u8>,
+    facts: usize,
+    keyed: bool,
+    first: bool,
+    /// The last item's uuid, kept in one reused string.
+    last: String,
+    last_is_some: bool,
+}
+
+impl<'a> Items<'a> {
+    /// `body` holds the list's opening; `facts` are what every item of this list depends on
+    /// besides its row (the base URL and the list's kind always are).
+    pub(crate) fn new(cache: &'a ItemCache, body: Vec<u8>, list: List, base: &str) -> Self {
+        let mut key = Vec::with_capacity(2048);
+        key.push(list as u8);
+        // The base's length first, so no base ends where a row's bytes could begin.
+        key.extend_from_slice(&(base.len() as u64).to_le_bytes());
+        key.extend_from_slice(base.as_bytes());
+        Self {
+            body,
+            cache,
+            facts: key.len(),
+            key,
+            keyed: false,
+            first: true,
+            last: String::new(),
+            last_is_some: false,
+        }
+    }
+
+    fn separate(&mut self) {
+        if !self.first {
+            self.body.push(b',');
+        }
+        self.first = false;
+    }
+
+    fn mark(&mut self, uuid: Option<&str>) {
+        self.last_is_some = uuid.is_some();
+        self.last.clear();
+        self.last.push_str(uuid.unwrap_or_default());
+    }
+
+    /// A row's bytes and the facts of its own (fixed-size, like counts): when an item was
+    /// rendered from an equal row, it is written and this says true.
+    pub(crate) fn known(&mut self, own: &[u8], raw: &[u8]) -> bool {
+        self.key.truncate(self.facts);
+        self.key.extend_from_slice(own);
+        self.key.extend_from_slice(raw);
+        let Some(item) = self.cache.items.get(self.key.as_slice()) else {
+            self.keyed = true;
+            return false;
+        };
+        self.keyed = false;
+        self.separate();
+        self.body.extend_from_slice(&item.json);
+        self.mark(item.uuid.as_deref());
+        true
+    }
+
+    /// An item rendered by `write` from a decoded row; kept when the row's bytes were seen
+    /// by [`Self::known`] just before.
+    pub(crate) fn write(&mut self, uuid: Option<&str>, write: impl FnOnce(&mut Vec<u8>)) {
+        self.separate();
+        let start = self.body.len();
+        write(&mut self.body);
+        if std::mem::take(&mut self.keyed) {
+            let item = Item {
+                json: self.body[start..].into(),
+                uuid: uuid.map(Into::into),
+            };
+            self.cache
+                .items
+                .insert(self.key.as_slice().into(), Arc::new(item));
+        }
+        self.mark(uuid);
+    }
+
+    /// The body written so far and the last item's uuid.
+    pub(crate) fn finish(self) -> (Vec<u8>, Option<String>) {
+        let last = self.last_is_some.then_some(self.last);
+        (self.body, last)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn render(cache: &ItemCache, list: List, base: &str, rows: &[(&[u8], &str)]) -> Vec<u8> {
+        let mut items = Items::new(cache, b"[".to_vec(), list, base);
+        for (raw, text) in rows {
+            if !items.known(&[], raw) {
+                items.write(Some(text), |o| o.extend_from_slice(text.as_bytes()));
+            }
+        }
+        let (mut body, last) = items.finish();
+        body.push(b']');
+        assert_eq!(last.as_deref(), rows.last().map(|r| r.1));
+        body
+    }
+
+    /// Equal rows are served from the cache; a changed row, another base or another list
+    /// renders anew; the marker is the last item's uuid either way.
+    #[test]
+    fn items_are_kept_under_their_rows_bytes_and_facts() {
+        let cache = ItemCache::default();
+        let rows: &[(&[u8], &str)] = &[(b"r1", "a"), (b"r2", "b")];
+        assert_eq!(render(&cache, List::Templates, "http://x", rows), b"[a,b]");
+        assert_eq!(cache.len(), 2);
+        // The same bytes: the kept items, even if "rendering" would now differ.
+        let changed: &[(&[u8], &str)] = &[(b"r1", "A"), (b"r2", "b")];
+        assert_eq!(
+            render(&cache, List::Templates, "http://x", changed),
+            b"[a,b]"
+        );
+        // Other row bytes, base or list: rendered again.
+        let other: &[(&[u8], &str)] = &[(b"r1x", "c"), (b"r2", "b")];
+        assert_eq!(render(&cache, List::Templates, "http://x", other), b"[c,b]");
+        assert_eq!(
+            render(&cache, List::Templates, "http://y", changed),
+            b"[A,b]"
+        );
+        assert_eq!(
+            render(&cache, List::ClustersBrief, "http://x", changed),
+            b"[A,b]"
+        );
+        assert_eq!(cache.len(), 7);
+    }
+
+    /// A row's own facts are part of its key, and the base's length keeps a base from
+    /// running into the row's bytes.
+    #[test]
+    fn keys_do_not_run_into_each_other() {
+        let cache = ItemCache::default();
+        let mut items = Items::new(&cache, Vec::new(), List::Templates, "ab");
+        assert!(!items.known(&[1], b"c"));
+        items.write(None, |o| o.push(b'1'));
+        assert!(!items.known(&[2], b"c"));
+        items.write(None, |o| o.push(b'2'));
+        assert!(items.known(&[1], b"c"));
+        let mut items = Items::new(&cache, Vec::new(), List::Templates, "a");
+        assert!(!items.known(&[], b"bc"));
+        items.write(None, |o| o.push(b'3'));
+        assert_eq!(items.finish(), (b"3".to_vec(), None));
+    }
+
+    /// The cache holds at most its capacity in weight.
+    #[test]
+    fn the_cache_is_bounded() {
+        let cache = ItemCache::with_capacity(64 << 10);
+        let json = vec![b'x'; 1000];
+        for i in 0..1000u32 {
+            let mut items = Items::new(&cache, Vec::new(), List::Templates, "");
+            let raw = i.to_le_bytes();
+            assert!(!items.known(&[], &raw));
+            items.write(None, |o| o.extend_from_slice(&json));
+        }
+        assert!(cache.items.weight() <= 64 << 10, "{}", cache.items.weight());
+        assert!(cache.len() < 100, "{}", cache.len());
+    }
+}
