@@ -6,6 +6,7 @@ use crate::column::ColumnIndex;
 use crate::error::Error;
 use crate::ext::ustr::UStr;
 use crate::HashMap;
+use crate::protocol::statement::BinaryRow;
 use crate::{protocol, MySql, MySqlColumn, MySqlValueFormat, MySqlValueRef};
 
 /// Implementation of [`Row`] for MySQL.
@@ -42,7 +43,19 @@ impl Row for MySqlRow {
     {
         let index = index.index(self)?;
         let column = &self.columns[index];
-        let value = self.row.get(index);
+        // magnum-rs: a binary row of many columns is split here, on its first read past
+        // the first column (protocol/statement/row.rs).
+        let value = self.row.get(
+            index,
+            |storage| match self.format {
+                MySqlValueFormat::Binary => BinaryRow::split(storage, &self.columns),
+                MySqlValueFormat::Text => Err(err_protocol!("a text row without its values")),
+            },
+            |storage| match self.format {
+                MySqlValueFormat::Binary => BinaryRow::first(storage, &self.columns),
+                MySqlValueFormat::Text => Err(err_protocol!("a text row without its values")),
+            },
+        )?;
 
         Ok(MySqlValueRef {
             format: self.format,

@@ -251,7 +251,7 @@ impl BriefSink for Briefs<'_> {
         let mut counts = [0u8; 16];
         counts[..8].copy_from_slice(&node_count.to_le_bytes());
         counts[8..].copy_from_slice(&master_count.to_le_bytes());
-        self.items.known(&counts, raw)
+        self.items.known(counts, raw)
     }
 
     fn row(&mut self, c: &ClusterBrief<'_>) {

@@ -322,7 +322,7 @@ struct Templates<'a> {
 
 impl TemplateSink for Templates<'_> {
     fn known(&mut self, raw: &[u8]) -> bool {
-        self.items.known(&[], raw)
+        self.items.known([0; 16], raw)
     }
 
     fn row(&mut self, t: &TemplateRow<'_>) {

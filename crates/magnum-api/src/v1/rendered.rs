@@ -6,7 +6,8 @@
 //! binary protocol, and rows with equal bytes hold equal values, so an item rendered once is
 //! kept under those bytes and facts, and a later request that reads an equal row copies it
 //! instead of decoding the row, checking its text for UTF-8, validating its labels and
-//! escaping its strings (about half of a list request's instructions).
+//! escaping its strings (with the row left unsplit by the driver, a templates request then
+//! runs a quarter of the instructions it did).
 //!
 //! Nothing can be stale: the statement runs on every request, the database stays the only
 //! source of truth, and a row that changed has other bytes, so it misses; its old item is
@@ -22,8 +23,8 @@ const CAPACITY: u64 = 8 << 20;
 /// Bookkeeping per entry, roughly, for the weight.
 const OVERHEAD: u64 = 96;
 
-/// Which list an item belongs to: the first byte of every key.
-#[derive(Clone, Copy)]
+/// Which list an item belongs to (with the base URL, the facts every item of a list shares).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub(crate) enum List {
     Templates = 1,
@@ -37,19 +38,76 @@ pub struct Item {
     uuid: Option<Box<str>>,
 }
 
-#[derive(Clone)]
-struct Weight;
+/// What an item is kept under: its list's facts (a number per list kind and base URL),
+/// the row's own facts (fixed-size, zero-padded: a cluster's node counts) and its bytes.
+#[derive(PartialEq, Eq)]
+struct Key {
+    facts: u64,
+    own: [u8; 16],
+    raw: Box<[u8]>,
+}
 
-impl quick_cache::Weighter<Box<[u8]>, Arc<Item>> for Weight {
-    fn weight(&self, key: &Box<[u8]>, item: &Arc<Item>) -> u64 {
-        let uuid = item.uuid.as_ref().map_or(0, |u| u.len());
-        (key.len() + item.json.len() + uuid) as u64 + OVERHEAD
+/// A [`Key`] borrowed from the row being read: looked up without copying its bytes.
+struct KeyRef<'a> {
+    facts: u64,
+    own: [u8; 16],
+    raw: &'a [u8],
+}
+
+// Both hash alike (the facts and the row's bytes; `own` is left to the comparison).
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        KeyRef::from(self).hash(h);
     }
 }
 
+impl std::hash::Hash for KeyRef<'_> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        h.write_u64(self.facts);
+        h.write(self.raw);
+    }
+}
+
+impl<'a> From<&'a Key> for KeyRef<'a> {
+    fn from(k: &'a Key) -> Self {
+        KeyRef {
+            facts: k.facts,
+            own: k.own,
+            raw: &k.raw,
+        }
+    }
+}
+
+impl quick_cache::Equivalent<Key> for KeyRef<'_> {
+    fn equivalent(&self, k: &Key) -> bool {
+        self.facts == k.facts && self.own == k.own && *self.raw == *k.raw
+    }
+}
+
+#[derive(Clone)]
+struct Weight;
+
+impl quick_cache::Weighter<Key, Arc<Item>> for Weight {
+    fn weight(&self, key: &Key, item: &Arc<Item>) -> u64 {
+        let uuid = item.uuid.as_ref().map_or(0, |u| u.len());
+        (key.raw.len() + item.json.len() + uuid) as u64 + OVERHEAD
+    }
+}
+
+/// Distinct list facts (kind and base URL) numbered at most; past it the numbering starts
+/// over with fresh numbers, and items under the old ones are evicted in time.
+const MAX_FACTS: usize = 64;
+
 /// The process's rendered list items (shared by every request; internally sharded).
 pub struct ItemCache {
-    items: quick_cache::sync::Cache<Box<[u8]>, Arc<Item>, Weight, foldhash::fast::RandomState>,
+    items: quick_cache::sync::Cache<Key, Arc<Item>, Weight, foldhash::fast::RandomState>,
+    facts: std::sync::Mutex<Facts>,
+}
+
+#[derive(Default)]
+struct Facts {
+    numbers: std::collections::HashMap<(List, String), u64>,
+    next: u64,
 }
 
 impl Default for ItemCache {
@@ -71,6 +129,7 @@ impl ItemCache {
                 foldhash::fast::RandomState::default(),
                 quick_cache::sync::DefaultLifecycle::default(),
             ),
+            facts: Default::default(),
         }
     }
 
@@ -82,17 +141,36 @@ impl ItemCache {
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
+
+    /// The number of a list's facts (once per request).
+    fn facts(&self, list: List, base: &str) -> u64 {
+        // A poisoned lock only means another request panicked while numbering: the map is
+        // still whole.
+        let mut f = self
+            .facts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = f.numbers.get(&(list, base.to_owned())) {
+            return *n;
+        }
+        if f.numbers.len() >= MAX_FACTS {
+            f.numbers.clear();
+        }
+        let n = f.next;
+        f.next += 1;
+        f.numbers.insert((list, base.to_owned()), n);
+        n
+    }
 }
 
 /// A list body being written, item by item, from rows or from the cache.
 pub(crate) struct Items<'a> {
     body: Vec<u8>,
     cache: &'a ItemCache,
-    /// The key: the list's facts (the first `facts` bytes), then the current row's own
-    /// facts and bytes. `keyed`: it holds the current row's, so its item may be kept.
-    key: Vec<u8>,
-    facts: usize,
-    keyed: bool,
+    facts: u64,
+    /// The current row's own facts and bytes, when `known` missed (its item is then kept).
+    missed: Option<[u8; 16]>,
+    raw: Vec<u8>,
     first: bool,
     /// The last item's uuid, kept in one reused string.
     last: String,
@@ -100,20 +178,15 @@ pub(crate) struct Items<'a> {
 }
 
 impl<'a> Items<'a> {
-    /// `body` holds the list's opening; `facts` are what every item of this list depends on
-    /// besides its row (the base URL and the list's kind always are).
+    /// `body` holds the list's opening; every item of it depends on `list` and `base`
+    /// besides its row.
     pub(crate) fn new(cache: &'a ItemCache, body: Vec<u8>, list: List, base: &str) -> Self {
-        let mut key = Vec::with_capacity(2048);
-        key.push(list as u8);
-        // The base's length first, so no base ends where a row's bytes could begin.
-        key.extend_from_slice(&(base.len() as u64).to_le_bytes());
-        key.extend_from_slice(base.as_bytes());
         Self {
             body,
             cache,
-            facts: key.len(),
-            key,
-            keyed: false,
+            facts: cache.facts(list, base),
+            missed: None,
+            raw: Vec::new(),
             first: true,
             last: String::new(),
             last_is_some: false,
@@ -133,17 +206,21 @@ impl<'a> Items<'a> {
         self.last.push_str(uuid.unwrap_or_default());
     }
 
-    /// A row's bytes and the facts of its own (fixed-size, like counts): when an item was
-    /// rendered from an equal row, it is written and this says true.
-    pub(crate) fn known(&mut self, own: &[u8], raw: &[u8]) -> bool {
-        self.key.truncate(self.facts);
-        self.key.extend_from_slice(own);
-        self.key.extend_from_slice(raw);
-        let Some(item) = self.cache.items.get(self.key.as_slice()) else {
-            self.keyed = true;
+    /// A row's bytes and the facts of its own (zero-padded): when an item was rendered from
+    /// an equal row, it is written and this says true.
+    pub(crate) fn known(&mut self, own: [u8; 16], raw: &[u8]) -> bool {
+        let key = KeyRef {
+            facts: self.facts,
+            own,
+            raw,
+        };
+        let Some(item) = self.cache.items.get(&key) else {
+            self.missed = Some(own);
+            self.raw.clear();
+            self.raw.extend_from_slice(raw);
             return false;
         };
-        self.keyed = false;
+        self.missed = None;
         self.separate();
         self.body.extend_from_slice(&item.json);
         self.mark(item.uuid.as_deref());
@@ -156,14 +233,17 @@ impl<'a> Items<'a> {
         self.separate();
         let start = self.body.len();
         write(&mut self.body);
-        if std::mem::take(&mut self.keyed) {
+        if let Some(own) = self.missed.take() {
+            let key = Key {
+                facts: self.facts,
+                own,
+                raw: self.raw.as_slice().into(),
+            };
             let item = Item {
                 json: self.body[start..].into(),
                 uuid: uuid.map(Into::into),
             };
-            self.cache
-                .items
-                .insert(self.key.as_slice().into(), Arc::new(item));
+            self.cache.items.insert(key, Arc::new(item));
         }
         self.mark(uuid);
     }
@@ -183,7 +263,7 @@ mod tests {
     fn render(cache: &ItemCache, list: List, base: &str, rows: &[(&[u8], &str)]) -> Vec<u8> {
         let mut items = Items::new(cache, b"[".to_vec(), list, base);
         for (raw, text) in rows {
-            if !items.known(&[], raw) {
+            if !items.known([0; 16], raw) {
                 items.write(Some(text), |o| o.extend_from_slice(text.as_bytes()));
             }
         }
@@ -221,21 +301,41 @@ mod tests {
         assert_eq!(cache.len(), 7);
     }
 
-    /// A row's own facts are part of its key, and the base's length keeps a base from
-    /// running into the row's bytes.
+    /// A row's own facts are part of its key; the base URL too.
     #[test]
-    fn keys_do_not_run_into_each_other() {
+    fn own_facts_and_bases_keep_items_apart() {
         let cache = ItemCache::default();
+        let own = |n: u8| {
+            let mut o = [0; 16];
+            o[0] = n;
+            o
+        };
         let mut items = Items::new(&cache, Vec::new(), List::Templates, "ab");
-        assert!(!items.known(&[1], b"c"));
+        assert!(!items.known(own(1), b"c"));
         items.write(None, |o| o.push(b'1'));
-        assert!(!items.known(&[2], b"c"));
+        assert!(!items.known(own(2), b"c"));
         items.write(None, |o| o.push(b'2'));
-        assert!(items.known(&[1], b"c"));
+        assert!(items.known(own(1), b"c"));
+        assert!(items.known(own(2), b"c"));
+        assert_eq!(items.finish().0, b"1,2,1,2");
         let mut items = Items::new(&cache, Vec::new(), List::Templates, "a");
-        assert!(!items.known(&[], b"bc"));
+        assert!(!items.known(own(1), b"c"));
         items.write(None, |o| o.push(b'3'));
         assert_eq!(items.finish(), (b"3".to_vec(), None));
+    }
+
+    /// Past `MAX_FACTS` bases the numbering starts over; nothing is handed out under a
+    /// number that meant another base.
+    #[test]
+    fn facts_are_renumbered_not_reused() {
+        let cache = ItemCache::default();
+        let first = cache.facts(List::Templates, "http://0");
+        for i in 1..=MAX_FACTS {
+            cache.facts(List::Templates, &format!("http://{i}"));
+        }
+        let again = cache.facts(List::Templates, "http://0");
+        assert_ne!(first, again);
+        assert_eq!(again, cache.facts(List::Templates, "http://0"));
     }
 
     /// The cache holds at most its capacity in weight.
@@ -246,7 +346,7 @@ mod tests {
         for i in 0..1000u32 {
             let mut items = Items::new(&cache, Vec::new(), List::Templates, "");
             let raw = i.to_le_bytes();
-            assert!(!items.known(&[], &raw));
+            assert!(!items.known([0; 16], &raw));
             items.write(None, |o| o.extend_from_slice(&json));
         }
         assert!(cache.items.weight() <= 64 << 10, "{}", cache.items.weight());

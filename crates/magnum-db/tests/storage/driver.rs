@@ -133,3 +133,80 @@ async fn mariadb_skips_unchanged_column_definitions_and_resends_changed_ones() {
     }
     conn.close().await.unwrap();
 }
+
+/// A binary row of many columns is split on its first read past the first column
+/// (vendor/sqlx-mysql, patch 4): every column reads the same whichever is read first, NULLs
+/// included, and `raw_binary` lends equal bytes for equal rows.
+#[tokio::test]
+async fn mariadb_rows_split_on_first_read_read_alike_in_any_order() {
+    let Some(db) = ServerDb::create(Server::MariaDb, "magnum_t").await else {
+        return;
+    };
+    let mut conn = sqlx::MySqlConnection::connect(&db.url()).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(
+        "CREATE TABLE w (id INT PRIMARY KEY, s1 VARCHAR(64), n1 INT, t1 DATETIME(6), \
+         s2 TEXT, b1 TINYINT(1), s3 VARCHAR(8), n2 BIGINT, s4 VARCHAR(300), s5 VARCHAR(8)); \
+         INSERT INTO w VALUES \
+         (1, 'one', 10, '2026-12-03 07:00:00.5', 'text', 1, NULL, 7, REPEAT('x', 300), 'e'), \
+         (2, NULL, NULL, NULL, '', 0, 'c', NULL, 'short', NULL), \
+         (3, 'one', 10, '2026-12-03 07:00:00.5', 'text', 1, NULL, 7, REPEAT('x', 300), 'e')"
+            .to_owned(),
+    ))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    type Cols = (
+        i32,
+        Option<String>,
+        Option<i32>,
+        Option<chrono::NaiveDateTime>,
+        Option<String>,
+        Option<bool>,
+        Option<String>,
+        Option<i64>,
+        Option<String>,
+        Option<String>,
+    );
+    let all = |r: &sqlx::mysql::MySqlRow| -> Cols {
+        (
+            r.get(0),
+            r.get(1),
+            r.get(2),
+            r.get(3),
+            r.get(4),
+            r.get(5),
+            r.get(6),
+            r.get(7),
+            r.get(8),
+            r.get(9),
+        )
+    };
+    let fetch = async |conn: &mut sqlx::MySqlConnection| {
+        sqlx::query("SELECT id, s1, n1, t1, s2, b1, s3, n2, s4, s5 FROM w WHERE id > ? ORDER BY id")
+            .bind(0i32)
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap()
+    };
+    // Read in order (the first column before the split) ...
+    let want: Vec<Cols> = fetch(&mut conn).await.iter().map(all).collect();
+    assert_eq!(want[1].1, None);
+    assert_eq!(want[0].8.as_deref().map(str::len), Some(300));
+    assert_eq!(want[1].6.as_deref(), Some("c"));
+    // ... and from the last column back, and a middle one first: the same values.
+    for row in fetch(&mut conn).await.iter().zip(&want) {
+        let (r, w) = row;
+        assert_eq!(r.get::<Option<String>, _>(9), w.9);
+        assert_eq!(r.get::<Option<i64>, _>(7), w.7);
+        assert_eq!(&all(r), w);
+    }
+    let rows = fetch(&mut conn).await;
+    assert_eq!(rows[0].get::<Option<bool>, _>(5), want[0].5);
+    // Rows 1 and 3 differ only in their id.
+    let raw = |r: &sqlx::mysql::MySqlRow| r.raw_binary().unwrap().to_vec();
+    let (a, c) = (raw(&rows[0]), raw(&rows[2]));
+    assert_eq!(a.len(), c.len());
+    assert_eq!(a.iter().zip(&c).filter(|(x, y)| x != y).count(), 1);
+    assert_ne!(raw(&rows[0]), raw(&rows[1]));
+    conn.close().await.unwrap();
+}

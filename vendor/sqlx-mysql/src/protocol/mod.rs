@@ -3,7 +3,7 @@ mod capabilities;
 pub(crate) mod connect;
 mod packet;
 pub(crate) mod response;
-mod row;
+pub(crate) mod row;
 pub(crate) mod statement;
 pub(crate) mod text;
 

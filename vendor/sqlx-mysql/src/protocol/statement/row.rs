@@ -4,6 +4,7 @@ use crate::error::Error;
 use crate::io::MySqlBufExt;
 use crate::io::{BufExt, ProtocolDecode};
 use crate::protocol::text::ColumnType;
+use crate::protocol::row::Values;
 use crate::protocol::Row;
 use crate::MySqlColumn;
 
@@ -13,7 +14,14 @@ use crate::MySqlColumn;
 #[derive(Debug)]
 pub(crate) struct BinaryRow(pub(crate) Row);
 
+/// magnum-rs: rows of more columns than this are split on their first read (`Row::get`).
+const SPLIT_LATER_FROM: usize = 8;
+
 impl<'de> ProtocolDecode<'de, &'de [MySqlColumn]> for BinaryRow {
+    // magnum-rs: a row of many columns is split on its first read past the first column, so
+    // a reader that wants only its bytes (`MySqlRow::raw_binary`) or its first column skips
+    // the split; a row of a few columns is split here as before (a deferred split costs
+    // more than it saves there).
     fn decode_with(mut buf: Bytes, columns: &'de [MySqlColumn]) -> Result<Self, Error> {
         let header = buf.get_u8();
         if header != 0 {
@@ -23,15 +31,49 @@ impl<'de> ProtocolDecode<'de, &'de [MySqlColumn]> for BinaryRow {
             ));
         }
 
-        let storage = buf.clone();
+        if columns.len() > SPLIT_LATER_FROM {
+            return Ok(BinaryRow(Row::unsplit(buf)));
+        }
+        let values = Self::split(&buf, columns)?;
+        Ok(BinaryRow(Row::new(buf, values)))
+    }
+}
+
+impl BinaryRow {
+    /// Each column's range in a binary row's storage (its NULL bitmap and values).
+    pub(crate) fn split(storage: &Bytes, columns: &[MySqlColumn]) -> Result<Values, Error> {
+        let mut values = Vec::with_capacity(columns.len());
+        Self::ranges(storage, columns, columns.len(), |r| values.push(r))?;
+        Ok(values)
+    }
+
+    /// The first column's range, the rest left unsplit.
+    pub(crate) fn first(
+        storage: &Bytes,
+        columns: &[MySqlColumn],
+    ) -> Result<Option<std::ops::Range<usize>>, Error> {
+        let mut first = None;
+        Self::ranges(storage, columns, 1, |r| first = r)?;
+        Ok(first)
+    }
+
+    /// The ranges of the first `upto` columns, in order, to `push`.
+    fn ranges(
+        storage: &Bytes,
+        columns: &[MySqlColumn],
+        upto: usize,
+        mut push: impl FnMut(Option<std::ops::Range<usize>>),
+    ) -> Result<(), Error> {
+        let mut buf = storage.clone();
         let offset = buf.len();
+        if buf.len() < (columns.len() + 9) / 8 {
+            return Err(err_protocol!("binary row shorter than its NULL bitmap"));
+        }
 
         let null_bitmap_len = (columns.len() + 9) / 8;
         let null_bitmap = buf.get_bytes(null_bitmap_len);
 
-        let mut values = Vec::with_capacity(columns.len());
-
-        for (column_idx, column) in columns.iter().enumerate() {
+        for (column_idx, column) in columns.iter().enumerate().take(upto) {
             // NOTE: the column index starts at the 3rd bit
             let column_null_idx = column_idx + 2;
 
@@ -41,7 +83,7 @@ impl<'de> ProtocolDecode<'de, &'de [MySqlColumn]> for BinaryRow {
             let is_null = null_bitmap[byte_idx] & (1u8 << bit_idx) != 0;
 
             if is_null {
-                values.push(None);
+                push(None);
                 continue;
             }
 
@@ -96,12 +138,18 @@ impl<'de> ProtocolDecode<'de, &'de [MySqlColumn]> for BinaryRow {
             };
 
             let offset = offset - buf.len();
+            if buf.len() < size {
+                return Err(err_protocol!(
+                    "binary row ends inside column {column_idx}: {size} bytes, {} left",
+                    buf.len()
+                ));
+            }
 
-            values.push(Some(offset..(offset + size)));
+            push(Some(offset..(offset + size)));
 
             buf.advance(size);
         }
 
-        Ok(BinaryRow(Row { values, storage }))
+        Ok(())
     }
 }

@@ -41,6 +41,6 @@ impl<'de> ProtocolDecode<'de, &'de [MySqlColumn]> for TextRow {
             }
         }
 
-        Ok(TextRow(Row { values, storage }))
+        Ok(TextRow(Row::new(storage, values)))
     }
 }
