@@ -25,15 +25,14 @@ const OVERHEAD: u64 = 96;
 
 /// Which list an item belongs to (with the base URL, the facts every item of a list shares).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
 pub(crate) enum List {
-    Templates = 1,
-    ClustersBrief = 2,
-    ClustersBriefBelow113 = 3,
+    Templates,
+    ClustersBrief,
+    ClustersBriefBelow113,
 }
 
 /// One rendered item and the uuid it names (a page's last one is the next page's marker).
-pub struct Item {
+struct Item {
     json: Box<[u8]>,
     uuid: Option<Box<str>>,
 }
