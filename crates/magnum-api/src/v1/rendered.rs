@@ -93,7 +93,7 @@ impl quick_cache::Weighter<Key, Arc<Item>> for Weight {
     }
 }
 
-/// Distinct list facts (kind and base URL) numbered at most; past it the numbering starts
+/// Distinct base URLs whose list facts are numbered at most; past it the numbering starts
 /// over with fresh numbers, and items under the old ones are evicted in time.
 const MAX_FACTS: usize = 64;
 
@@ -105,7 +105,8 @@ pub struct ItemCache {
 
 #[derive(Default)]
 struct Facts {
-    numbers: std::collections::HashMap<(List, String), u64>,
+    /// Per base URL, the number of each list kind's facts (indexed by `List as usize`).
+    numbers: std::collections::HashMap<String, [Option<u64>; 3]>,
     next: u64,
 }
 
@@ -149,15 +150,15 @@ impl ItemCache {
             .facts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(n) = f.numbers.get(&(list, base.to_owned())) {
-            return *n;
+        if let Some(n) = f.numbers.get(base).and_then(|kinds| kinds[list as usize]) {
+            return n;
         }
-        if f.numbers.len() >= MAX_FACTS {
+        if f.numbers.len() >= MAX_FACTS && !f.numbers.contains_key(base) {
             f.numbers.clear();
         }
         let n = f.next;
         f.next += 1;
-        f.numbers.insert((list, base.to_owned()), n);
+        f.numbers.entry(base.to_owned()).or_default()[list as usize] = Some(n);
         n
     }
 }

@@ -66,11 +66,11 @@ impl BinaryRow {
     ) -> Result<(), Error> {
         let mut buf = storage.clone();
         let offset = buf.len();
-        if buf.len() < (columns.len() + 9) / 8 {
+        let null_bitmap_len = (columns.len() + 9) / 8;
+        if buf.len() < null_bitmap_len {
             return Err(err_protocol!("binary row shorter than its NULL bitmap"));
         }
 
-        let null_bitmap_len = (columns.len() + 9) / 8;
         let null_bitmap = buf.get_bytes(null_bitmap_len);
 
         for (column_idx, column) in columns.iter().enumerate().take(upto) {
