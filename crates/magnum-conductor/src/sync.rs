@@ -1,7 +1,7 @@
 //! Status sync: drivers report changes as they happen (the waker), and a sweep every
-//! `[conductor] sync_interval` is the safety net. The sweep reads the live conductors and the
-//! in-progress clusters' uuids, then the rows, nodegroups and templates of the clusters this
-//! conductor owns (partition.rs), 500 at a time: three statements and two per 500 clusters.
+//! `[conductor] sync_interval` is the safety net. The sweep reads the live conductors, the
+//! in-progress clusters' uuids and their templates, then streams the rows and nodegroups of
+//! the clusters this conductor owns (partition.rs): four statements whatever their number.
 //! It resumes creates a crash interrupted, and enforces `create_timeout` (upstream never did).
 
 use std::collections::HashMap;
@@ -105,17 +105,13 @@ pub(crate) async fn members(inner: &Inner) -> Result<Members> {
 }
 
 /// One pass over the in-progress clusters this conductor owns: the uuids (ownership is
-/// decided on them alone), then the owned rows, their nodegroups and templates
-/// `SWEEP_CHUNK` clusters at a time, each polled in a task of its own. A task is spawned
-/// only once it has a permit and is reaped when done, so what a sweep holds is one chunk
-/// of rows and `MAX_CONCURRENT` tasks, whatever the number of clusters. Returns who shared
-/// the pass.
+/// decided on them alone), the templates in use, then the owned rows with their nodegroups
+/// in one streamed statement, each cluster polled in a task of its own as it arrives. A task
+/// is spawned only once it has a permit and is reaped when done, so what a sweep holds is
+/// the stream's read-ahead and `MAX_CONCURRENT` tasks, and what it sends is four statements,
+/// whatever the number of clusters. Returns who shared the pass.
 pub(crate) async fn sweep(c: &Arc<Inner>, permits: &Arc<Semaphore>) -> Result<Members> {
-    use magnum_db::repo::cluster_template::ClusterTemplate;
     use tokio::task::JoinSet;
-    /// Owned clusters read and handed to tasks at a time: two statements per chunk (rows,
-    /// nodegroups), and the memory of one chunk instead of all the owned rows.
-    const SWEEP_CHUNK: usize = 500;
     let inner = c.as_ref();
     let members = members(inner).await?;
     let mut owned = inner.db.clusters().uuids_with_status(&IN_PROGRESS).await?;
@@ -127,32 +123,24 @@ pub(crate) async fn sweep(c: &Arc<Inner>, permits: &Arc<Semaphore>) -> Result<Me
         conductors = members.len(),
         "status sweep"
     );
-    // Templates are few and shared: read once per sweep, as chunks name new ones.
-    let mut templates: HashMap<String, ClusterTemplate> = HashMap::new();
-    let mut tasks = JoinSet::new();
-    'chunks: for chunk in owned.chunks(SWEEP_CHUNK) {
-        let clusters = inner
-            .db
-            .clusters()
-            .with_status_among(&IN_PROGRESS, chunk)
-            .await?;
-        let uuids: Vec<String> = clusters.iter().filter_map(|c| c.uuid.clone()).collect();
-        let mut ngs_of: HashMap<String, Vec<NodeGroup>> = HashMap::new();
-        for ng in inner.db.nodegroups().for_clusters(&uuids).await? {
-            ngs_of.entry(ng.cluster_id.clone()).or_default().push(ng);
-        }
-        drop(uuids);
-        templates_of(inner, &clusters, &mut templates).await?;
-        for cluster in clusters {
+    if owned.is_empty() {
+        return Ok(members);
+    }
+    let templates = templates_in(inner, &IN_PROGRESS).await?;
+    let clusters = inner.db.clusters();
+    let (read, mut arriving) = clusters.stream_among(&IN_PROGRESS, &owned, true);
+    drop(owned);
+    let dispatch = async {
+        let mut tasks = JoinSet::new();
+        while let Some((cluster, ngs)) = arriving.recv().await {
             let uuid = cluster.uuid.clone().unwrap_or_default();
-            let ngs = ngs_of.remove(&uuid).unwrap_or_default();
             let template = cluster.cluster_template_id.clone().unwrap_or_default();
             let driver = templates
                 .get(&template)
                 .ok_or(Error::ClusterTemplateNotFound { template })
                 .and_then(|t| inner.drivers.for_template(&t.into()));
             let Ok(permit) = permits.clone().acquire_owned().await else {
-                break 'chunks;
+                break;
             };
             while tasks.try_join_next().is_some() {}
             tracing::debug!(cluster = %uuid, "status sweep: polling");
@@ -164,34 +152,30 @@ pub(crate) async fn sweep(c: &Arc<Inner>, permits: &Arc<Semaphore>) -> Result<Me
                 }
             });
         }
-    }
-    while tasks.join_next().await.is_some() {}
+        // Closed before the reader ends (no permits: shutting down): it drains what is left.
+        drop(arriving);
+        while tasks.join_next().await.is_some() {}
+    };
+    let (read, ()) = tokio::join!(read, dispatch);
+    read?;
     Ok(members)
 }
 
-/// Add to `templates` (keyed by uuid) those `clusters` name that it lacks, in one query (none
-/// when it has them all): a pass over many clusters reads each shared template once.
-pub(crate) async fn templates_of(
+/// The templates of the clusters in `statuses`, keyed by uuid (one query: they are few and
+/// shared).
+pub(crate) async fn templates_in(
     inner: &Inner,
-    clusters: &[Cluster],
-    templates: &mut HashMap<String, magnum_db::repo::cluster_template::ClusterTemplate>,
-) -> Result<()> {
-    let mut missing: Vec<String> = clusters
-        .iter()
-        .filter_map(|c| c.cluster_template_id.clone())
-        .filter(|t| !templates.contains_key(t))
-        .collect();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    missing.sort();
-    missing.dedup();
-    for t in inner.db.cluster_templates().for_uuids(&missing).await? {
-        if let Some(uuid) = t.uuid.clone() {
-            templates.insert(uuid, t);
-        }
-    }
-    Ok(())
+    statuses: &[&str],
+) -> Result<HashMap<String, magnum_db::repo::cluster_template::ClusterTemplate>> {
+    let all = inner
+        .db
+        .cluster_templates()
+        .of_clusters_in(statuses)
+        .await?;
+    Ok(all
+        .into_iter()
+        .filter_map(|t| t.uuid.clone().map(|u| (u, t)))
+        .collect())
 }
 
 /// Targeted sync of one cluster, when its driver says something changed.

@@ -273,9 +273,17 @@ pub(crate) use with_conn;
 /// A model decoded from a row holding every column of its entity, in entity order.
 pub(crate) trait Positional: Sized {
     /// The column names, in the order decoded (checked against the entity in tests).
-    #[cfg_attr(not(test), allow(dead_code))]
     const COLUMNS: &'static [&'static str];
-    fn decode(row: &Cols<'_>) -> std::result::Result<Self, DbErr>;
+    /// The model from the row's columns `first..first + COLUMNS.len()` (a join's row holds
+    /// one entity's columns after another's).
+    fn decode_at(row: &Cols<'_>, first: usize) -> std::result::Result<Self, DbErr>;
+    fn decode(row: &Cols<'_>) -> std::result::Result<Self, DbErr> {
+        Self::decode_at(row, 0)
+    }
+    /// The index of column `name` in that order.
+    fn column(name: &str) -> Option<usize> {
+        Self::COLUMNS.iter().position(|c| *c == name)
+    }
 }
 
 /// `positional!(Model { field: reader, ... })`: fields in the entity's column order; struct
@@ -284,8 +292,8 @@ macro_rules! positional {
     ($model:path { $($field:ident: $kind:ident),* $(,)? }) => {
         impl Positional for $model {
             const COLUMNS: &'static [&'static str] = &[$(stringify!($field)),*];
-            fn decode(row: &Cols<'_>) -> std::result::Result<Self, DbErr> {
-                let mut i = 0usize;
+            fn decode_at(row: &Cols<'_>, first: usize) -> std::result::Result<Self, DbErr> {
+                let mut i = first;
                 let mut next = || {
                     i += 1;
                     i - 1

@@ -277,6 +277,20 @@ impl ClusterTemplateRepo<'_> {
         fetch_all(self.db.conn(), q).await
     }
 
+    /// The templates of the clusters in one of `statuses`, of any project, in one query
+    /// whatever the number of clusters (a sweep resolves every cluster's driver from them).
+    pub async fn of_clusters_in(&self, statuses: &[&str]) -> Result<Vec<ClusterTemplate>> {
+        use sea_orm::sea_query::Query;
+        let used = Query::select()
+            .column(cluster::Column::ClusterTemplateId)
+            .from(cluster::Entity)
+            .and_where(cluster::Column::Status.is_in(statuses.iter().copied()))
+            .to_owned();
+        let q = cluster_template::Entity::find()
+            .filter(cluster_template::Column::Uuid.in_subquery(used));
+        fetch_all(self.db.conn(), q).await
+    }
+
     /// How many clusters (of any project) use the template with this uuid.
     pub async fn usage(&self, uuid: &str) -> Result<u64> {
         let q = cluster::Entity::find().filter(cluster::Column::ClusterTemplateId.eq(uuid));

@@ -725,3 +725,113 @@ async fn row_bytes_on_mariadb<F, Fut>(
         assert_eq!(r.raw[0], r.raw[1]);
     }
 }
+
+/// The sweep's read: the listed clusters still in the statuses, each with its nodegroups
+/// in id order (none for a cluster without any), in cluster id order, in one statement of
+/// one JSON value however many uuids; more clusters than the reader keeps ahead, a receiver
+/// that dawdles, and one that leaves early (the rest is read and the connection stays usable).
+#[tokio::test]
+async fn sweep_stream_sends_listed_clusters_with_nodegroups_in_order() {
+    on_every_engine!(at_head, |t| {
+        let db = &t.db;
+        let used = template(db, "p1", "used", false, false).await;
+        template(db, "p1", "idle", false, false).await;
+        let used_id = used.uuid.clone().unwrap();
+        let mut made = Vec::new();
+        for i in 0..150 {
+            let tpl = if i % 10 == 9 {
+                "other"
+            } else {
+                used_id.as_str()
+            };
+            let c = cluster(db, "p1", &format!("c{i:03}"), tpl).await;
+            for n in 0..i % 3 {
+                let role = if n == 0 { "master" } else { "worker" };
+                nodegroup(db, &c, &format!("ng{n}"), role, n + 1).await;
+            }
+            made.push(c);
+        }
+        // Every tenth cluster is complete, so out of the statuses asked for.
+        for c in made.iter().step_by(10) {
+            let mut done = c.clone();
+            done.status = Some("CREATE_COMPLETE".into());
+            db.clusters().save(c, &done).await.unwrap();
+        }
+        let statuses = ["CREATE_IN_PROGRESS", "UPDATE_IN_PROGRESS"];
+        // Two of every three listed, and one that is no cluster's.
+        let mut listed: Vec<String> = made
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 3 != 1)
+            .map(|(_, c)| c.uuid.clone().unwrap())
+            .collect();
+        listed.push("00000000-0000-0000-0000-000000000000".into());
+        let want: Vec<(String, Vec<String>)> = made
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 3 != 1 && i % 10 != 0)
+            .map(|(i, c)| {
+                let ngs = (0..i % 3).map(|n| format!("ng{n}")).collect();
+                (c.name.clone().unwrap(), ngs)
+            })
+            .collect();
+        assert!(want.len() > 64, "more than the reader keeps ahead");
+
+        let repo = db.clusters();
+        let (read, mut rx) = repo.stream_among(&statuses, &listed, true);
+        let receive = async {
+            let mut got = Vec::new();
+            while let Some((c, ngs)) = rx.recv().await {
+                if got.len() % 16 == 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+                assert!(ngs.iter().all(|n| Some(&n.cluster_id) == c.uuid.as_ref()));
+                got.push((c.name.unwrap(), ngs.into_iter().map(|n| n.name).collect()));
+            }
+            got
+        };
+        let (n, got) = tokio::join!(read, receive);
+        assert_eq!(n.unwrap(), want.len());
+        assert_eq!(got, want);
+
+        // Without nodegroups: one item per cluster, none attached.
+        let (read, mut rx) = repo.stream_among(&statuses, &listed, false);
+        let receive = async {
+            let mut names = Vec::new();
+            while let Some((c, ngs)) = rx.recv().await {
+                assert!(ngs.is_empty());
+                names.push(c.name.unwrap());
+            }
+            names
+        };
+        let (n, names) = tokio::join!(read, receive);
+        assert_eq!(n.unwrap(), want.len());
+        let want_names: Vec<String> = want.iter().map(|(n, _)| n.clone()).collect();
+        assert_eq!(names, want_names);
+
+        // A receiver that leaves after three: the reader still reads to the end.
+        let (read, mut rx) = repo.stream_among(&statuses, &listed, true);
+        let leave = async move {
+            for _ in 0..3 {
+                rx.recv().await.unwrap();
+            }
+        };
+        let (n, ()) = tokio::join!(read, leave);
+        assert_eq!(n.unwrap(), want.len());
+        assert_eq!(repo.uuids_with_status(&statuses).await.unwrap().len(), 135);
+
+        // Nothing listed: no statement, nothing sent.
+        let (read, mut rx) = repo.stream_among(&statuses, &[], true);
+        assert_eq!(read.await.unwrap(), 0);
+        assert!(rx.recv().await.is_none());
+
+        // The templates in use by clusters in the statuses: "used" only ("other" is none).
+        let in_use = db
+            .cluster_templates()
+            .of_clusters_in(&statuses)
+            .await
+            .unwrap();
+        let names: Vec<_> = in_use.into_iter().map(|t| t.name.unwrap()).collect();
+        assert_eq!(names, ["used"]);
+    });
+}
