@@ -99,9 +99,8 @@ async fn round(
     let batches = async {
         let mut batch = Vec::with_capacity(ROUND_BATCH);
         while arriving.recv_many(&mut batch, ROUND_BATCH).await > 0 {
-            let clusters: Vec<Cluster> = batch.drain(..).map(|(c, _)| c).collect();
             let mut polled: Vec<(Cluster, Arc<dyn Driver>)> = Vec::new();
-            for c in clusters {
+            for (c, _) in batch.drain(..) {
                 let Some(t) = c
                     .cluster_template_id
                     .as_ref()
