@@ -7,9 +7,12 @@
 //! before the operation goes on, then published in order by one sender task, which deletes
 //! the file only once the broker confirmed it and retries the head of the queue while the
 //! broker is away. A restarted conductor sends what its previous run left. Each conductor has
-//! its own folder, so no two conductors send the same event; a crash between the broker's
-//! confirmation and the file's removal resends it once with the same `_unique_id`, which oslo
-//! listeners drop as a duplicate. Without a `state_path` folder the queue lives in memory only
+//! its own folder, so no two conductors send the same event. A crash between the broker's
+//! confirmation and the file's removal resends it once, with the same `message_id` and
+//! `_unique_id`: the one duplicate this allows. oslo's notification listener does not drop it
+//! (its duplicate check keeps no history for notifications, `use_cache = False`), so a
+//! consumer that must see each event once dedupes on `message_id`. Without a `state_path`
+//! folder the queue lives in memory only
 //! (still ordered and retried, not kept across a restart), and a warning says so.
 
 use std::collections::VecDeque;
