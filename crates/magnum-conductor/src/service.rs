@@ -34,6 +34,7 @@ fn notifier(cfg: &Config, publisher: Option<magnum_rpc::oslo::NotificationPublis
             return Some(Box::new(crate::notify::MessagingDriver::new(
                 p,
                 outbox_dir(cfg),
+                host_of(cfg),
             )));
         }
         handed_out
@@ -41,17 +42,20 @@ fn notifier(cfg: &Config, publisher: Option<magnum_rpc::oslo::NotificationPublis
     })
 }
 
+fn host_of(cfg: &Config) -> &str {
+    if cfg.default.host.is_empty() {
+        "localhost"
+    } else {
+        &cfg.default.host
+    }
+}
+
 /// `$state_path/notifications/<host>`, when `state_path` is a folder (it is not created
 /// here: a missing one is a deployment without state, where notifications queue in memory).
 fn outbox_dir(cfg: &Config) -> Option<std::path::PathBuf> {
     let state = std::path::Path::new(&cfg.default.state_path);
     if state.is_dir() {
-        let host = if cfg.default.host.is_empty() {
-            "localhost"
-        } else {
-            &cfg.default.host
-        };
-        return Some(state.join("notifications").join(host));
+        return Some(state.join("notifications").join(host_of(cfg)));
     }
     tracing::warn!(
         state_path = %state.display(),

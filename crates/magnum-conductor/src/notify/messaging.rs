@@ -4,16 +4,22 @@
 //!
 //! Unlike upstream (which dropped a notification the broker did not take), every event goes
 //! through an outbox: written to a file of its own under `$state_path/notifications/<host>`
-//! before the operation goes on, then published in order by one sender task, which deletes
-//! the file only once the broker confirmed it and retries the head of the queue while the
-//! broker is away. A restarted conductor sends what its previous run left. Each conductor has
-//! its own folder, so no two conductors send the same event. A crash between the broker's
-//! confirmation and the file's removal resends it once, with the same `message_id` and
-//! `_unique_id`: the one duplicate this allows. oslo's notification listener does not drop it
-//! (its duplicate check keeps no history for notifications, `use_cache = False`), so a
-//! consumer that must see each event once dedupes on `message_id`. Without a `state_path`
-//! folder the queue lives in memory only
-//! (still ordered and retried, not kept across a restart), and a warning says so.
+//! before the operation goes on, then published in order by one sender task, in AMQP
+//! transactions of up to [`BATCH`] events, and deleted once the broker committed it; the head
+//! of the queue is retried while the broker is away. A restarted conductor sends what its
+//! previous run left. Each conductor has its own folder, so no two send the same event.
+//!
+//! Exactly once, across a crash too: each transaction also records the `_unique_id` of its
+//! last event in the host's ledger queue on the broker (`magnum-rs.notifications-sent.<host>`,
+//! keeping only the newest record). A transaction takes effect whole or not at all, so when
+//! the sender cannot know whether its last commit happened (it was killed before removing
+//! the files, or the commit's answer was lost) it reads the ledger and drops, instead of
+//! resending, every event up to the recorded one. oslo's notification listeners keep no
+//! history of ids (`use_cache = False`), so a resend would reach them twice. The remaining
+//! gap is the broker's own: RabbitMQ does not promise a commit spanning several queues is
+//! atomic if the broker itself fails during it. Without a `state_path` folder the queue lives
+//! in memory only (still ordered and retried, not kept across a restart), and a warning says
+//! so.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -33,6 +39,9 @@ use super::{Notification, NotifierDriver};
 /// First and longest wait before sending the head of the queue again.
 const RETRY_FIRST: Duration = Duration::from_millis(250);
 const RETRY_MAX: Duration = Duration::from_secs(5);
+/// Most events in one transaction: a backlog drains in few commits, and a batch stays small
+/// beside the broker's frame and memory limits.
+const BATCH: usize = 64;
 
 #[derive(Clone, Debug)]
 struct Entry {
@@ -43,6 +52,8 @@ struct Entry {
 
 struct Outbox {
     publisher: NotificationPublisher,
+    /// `[DEFAULT] host`: names the ledger queue on the broker.
+    host: String,
     dir: Option<PathBuf>,
     queue: Mutex<VecDeque<Entry>>,
     next_seq: AtomicU64,
@@ -157,42 +168,68 @@ impl Outbox {
         self.start_sender();
     }
 
-    /// Sends the head of the queue until the broker confirms it, then the next one.
+    /// Sends the head of the queue (up to [`BATCH`] events per transaction) until the broker
+    /// commits it, then the next. Whenever the head may already be on the broker (at start,
+    /// for what a previous run left, and after a commit whose outcome is unknown) it first
+    /// reads the ledger, and drops rather than resends what the ledger shows committed.
     async fn send_forever(self: Arc<Self>) {
         let mut wait = RETRY_FIRST;
         let mut failing = false;
+        let mut unsure = true;
         loop {
             let woken = self.wake.notified();
-            let head = self.lock().front().cloned();
-            let Some(e) = head else {
+            let batch: Vec<Entry> = self.lock().iter().take(BATCH).cloned().collect();
+            if batch.is_empty() {
                 woken.await;
                 continue;
+            }
+            let result = if unsure {
+                self.publisher
+                    .last_recorded(&self.host)
+                    .await
+                    .map(Step::Settled)
+            } else {
+                let events: Vec<(&str, &Value)> = batch
+                    .iter()
+                    .map(|e| (e.priority.as_str(), &e.message))
+                    .collect();
+                self.publisher
+                    .publish_recorded(&events, &self.host)
+                    .await
+                    .map(|()| Step::Sent)
             };
-            match self.publisher.publish(&e.priority, e.message.clone()).await {
-                Ok(()) => {
+            match result {
+                Ok(Step::Settled(record)) => {
+                    unsure = false;
+                    let committed = record.and_then(|id| {
+                        self.lock().iter().position(|e| {
+                            e.message.get(UNIQUE_ID).and_then(Value::as_str) == Some(&id)
+                        })
+                    });
+                    if let Some(k) = committed {
+                        tracing::info!(
+                            count = k + 1,
+                            "notifications whose commit was not seen had reached the broker; \
+                             not sending them again"
+                        );
+                        self.finish(k + 1).await;
+                    }
+                }
+                Ok(Step::Sent) => {
                     if let Some(m) = magnum_core::metrics::metrics() {
-                        m.notifications.with_label_values(&["sent"]).inc();
+                        m.notifications
+                            .with_label_values(&["sent"])
+                            .inc_by(batch.len() as u64);
                     }
                     if failing {
                         tracing::info!("notifications flowing again");
                         failing = false;
                     }
-                    if let Some(dir) = self.dir.clone() {
-                        let path = file_of(&dir, e.seq);
-                        let _ =
-                            tokio::task::spawn_blocking(move || std::fs::remove_file(path)).await;
-                    }
-                    let len = {
-                        let mut q = self.lock();
-                        if q.front().is_some_and(|h| h.seq == e.seq) {
-                            q.pop_front();
-                        }
-                        q.len()
-                    };
-                    set_backlog(len);
+                    self.finish(batch.len()).await;
                     wait = RETRY_FIRST;
                 }
                 Err(err) => {
+                    unsure = true;
                     if let Some(m) = magnum_core::metrics::metrics() {
                         m.notifications.with_label_values(&["failed"]).inc();
                     }
@@ -210,6 +247,52 @@ impl Outbox {
             }
         }
     }
+
+    /// Takes the first `n` entries off the queue once their files are gone. Only the sender
+    /// removes entries, so the first `n` are the ones it sent.
+    async fn finish(&self, n: usize) {
+        if let Some(dir) = self.dir.clone() {
+            let paths: Vec<PathBuf> = self
+                .lock()
+                .iter()
+                .take(n)
+                .map(|e| file_of(&dir, e.seq))
+                .collect();
+            let removed = tokio::task::spawn_blocking(move || {
+                for path in paths {
+                    match std::fs::remove_file(&path) {
+                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                            tracing::warn!(
+                                file = %path.display(),
+                                error = %e,
+                                "cannot remove a sent notification; a restart may send it again"
+                            );
+                        }
+                        _ => {}
+                    }
+                }
+            })
+            .await;
+            if let Err(e) = removed {
+                tracing::warn!(error = %e, "removing sent notifications failed");
+            }
+        }
+        let len = {
+            let mut q = self.lock();
+            let n = n.min(q.len());
+            q.drain(..n);
+            q.len()
+        };
+        set_backlog(len);
+    }
+}
+
+/// What one round of the sender learnt.
+enum Step {
+    /// The ledger's record: the `_unique_id` of the last event committed, if any.
+    Settled(Option<String>),
+    /// The batch was committed.
+    Sent,
 }
 
 pub struct MessagingDriver {
@@ -219,7 +302,7 @@ pub struct MessagingDriver {
 impl MessagingDriver {
     /// `dir`: the outbox folder (None: memory only). What a previous run left there is queued
     /// first, and sent as soon as a runtime runs the sender.
-    pub fn new(publisher: NotificationPublisher, dir: Option<PathBuf>) -> Self {
+    pub fn new(publisher: NotificationPublisher, dir: Option<PathBuf>, host: &str) -> Self {
         let left = dir.as_deref().map(load_entries).unwrap_or_default();
         let next = left.last().map_or(0, |e| e.seq + 1);
         if !left.is_empty() {
@@ -230,6 +313,7 @@ impl MessagingDriver {
         }
         let outbox = Arc::new(Outbox {
             publisher,
+            host: host.to_owned(),
             dir,
             next_seq: AtomicU64::new(next),
             queue: Mutex::new(left.into()),
@@ -288,5 +372,97 @@ mod tests {
         assert_eq!(seqs, [2, 7, 30]);
         assert_eq!(back[1].message["message_id"], "m7");
         assert!(dir.path().join("00000000000000000009.bad").exists());
+    }
+
+    /// A conductor killed after the broker committed its last batch and before it removed
+    /// the files: the next run reads the ledger and sends only what was never committed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_restart_after_an_unseen_commit_sends_nothing_twice() {
+        use lapin::options::{BasicGetOptions, QueueDeleteOptions};
+        use magnum_rpc::oslo::{OsloHandle, OsloSettings};
+
+        let Some(url) = magnum_testkit::env_or_skip("MAGNUM_TEST_RABBIT_URL") else {
+            return;
+        };
+        let tag = uuid::Uuid::new_v4().simple().to_string()[..10].to_owned();
+        let topic = format!("notifications-{tag}");
+        let host = format!("outbox-{tag}");
+        let connect = || async {
+            let mut s = OsloSettings::for_url(&url).unwrap();
+            s.control_exchange = format!("outboxtest-{tag}");
+            s.notification_drivers = vec!["messagingv2".into()];
+            s.notification_topics = vec![topic.clone()];
+            let h = OsloHandle::connect(s).await.unwrap();
+            assert!(h.wait_connected(Duration::from_secs(10)).await);
+            h
+        };
+        let drained = |d: &MessagingDriver| {
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            let outbox = d.outbox.clone();
+            async move {
+                while !outbox.lock().is_empty() {
+                    assert!(std::time::Instant::now() < deadline, "outbox not drained");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        };
+        let event = |i: u64| {
+            json!({"message_id": format!("m{i}"), "_unique_id": format!("u{i}"),
+                   "event_type": "magnum.cluster.create", "priority": "INFO", "payload": {}})
+        };
+        let dir = tempfile::tempdir().unwrap();
+
+        let first = connect().await;
+        let d1 = MessagingDriver::new(first.notifier(), Some(dir.path().into()), &host);
+        for i in 0..5 {
+            d1.outbox.push("INFO", event(i)).await;
+        }
+        drained(&d1).await;
+        // As if killed before removing the last three files, with one more stored and unsent.
+        for seq in 2..6 {
+            let e = Entry {
+                seq,
+                priority: "INFO".into(),
+                message: event(seq),
+            };
+            write_entry(dir.path(), &e).unwrap();
+        }
+        first.close().await;
+
+        let second = connect().await;
+        let d2 = MessagingDriver::new(second.notifier(), Some(dir.path().into()), &host);
+        assert_eq!(d2.backlog(), 4);
+        drained(&d2).await;
+        assert_eq!(load_entries(dir.path()).len(), 0, "sent files removed");
+
+        let conn = lapin::Connection::connect(
+            &format!(
+                "amqp://{}/%2f",
+                url.split_once("://").unwrap().1.trim_end_matches('/')
+            ),
+            lapin::ConnectionProperties::default(),
+        )
+        .await
+        .unwrap();
+        let ch = conn.create_channel().await.unwrap();
+        let queue = format!("{topic}.info");
+        let mut ids = Vec::new();
+        while let Some(m) = ch
+            .basic_get(queue.as_str().into(), BasicGetOptions { no_ack: true })
+            .await
+            .unwrap()
+        {
+            let outer: Value = serde_json::from_slice(&m.delivery.data).unwrap();
+            let inner: Value =
+                serde_json::from_str(outer["oslo.message"].as_str().unwrap()).unwrap();
+            ids.push(inner["message_id"].as_str().unwrap().to_owned());
+        }
+        assert_eq!(ids, ["m0", "m1", "m2", "m3", "m4", "m5"]);
+        second.close().await;
+        for q in [queue, magnum_rpc::oslo::ledger_queue(&host)] {
+            ch.queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+                .await
+                .unwrap();
+        }
     }
 }

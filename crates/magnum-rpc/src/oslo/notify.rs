@@ -1,6 +1,8 @@
 //! Notifications (rpc-wire.md §13): `messagingv2` (enveloped) or `messaging` (bare) messages to
 //! `<control_exchange>` with routing key `<topic>.<priority>`, into queues named like the
 //! routing key, which the publisher declares as oslo does so events wait for a consumer.
+//! Published in AMQP transactions, so that a sender can record in the same commit what it
+//! sent and learn after a crash whether its last publish took effect.
 
 use magnum_core::RequestContext;
 use serde_json::{Map, Value};
@@ -8,7 +10,7 @@ use serde_json::{Map, Value};
 use super::codec::context_to_wire;
 use super::connection::{Broker, OPERATION_TIMEOUT};
 use super::envelope::{self, CONTEXT_PREFIX, UNIQUE_ID};
-use super::publisher::{Declaration, Outgoing, Publisher};
+use super::publisher::{Declaration, Mode, Outgoing, Publisher};
 use crate::transport::RpcError;
 
 /// Publishes notifications on the RPC connection (Magnum ignores
@@ -37,7 +39,7 @@ impl NotificationPublisher {
     /// `messaging` send anything (log, noop, routing and test drivers send nothing here).
     pub fn new(broker: Broker, exchange: &str, topics: &[String], drivers: &[String]) -> Self {
         Self {
-            publisher: Publisher::new(broker),
+            publisher: Publisher::with_mode(broker, Mode::Transactions),
             exchange: exchange.to_owned(),
             topics: topics.to_vec(),
             enveloped: drivers.iter().any(|d| d == "messagingv2"),
@@ -52,8 +54,8 @@ impl NotificationPublisher {
 
     /// Publishes `message` (with `message_id`, `publisher_id`, `event_type`, `priority`,
     /// `payload`, `timestamp` already in it) at `priority` to every topic, adding
-    /// `_unique_id` unless it has one (a resent message keeps its id, so oslo listeners drop
-    /// the copy they already had). Returns once the broker confirmed each copy; fails at once with
+    /// `_unique_id` unless it has one (a resent message keeps its id). Returns once the
+    /// broker committed every copy; fails at once with
     /// `Unavailable` while disconnected (the caller logs and goes on, as oslo's notifier
     /// swallows send failures).
     pub async fn publish(&self, priority: &str, message: Value) -> Result<(), RpcError> {
@@ -94,10 +96,61 @@ impl NotificationPublisher {
         self.send(priority, &m).await
     }
 
-    async fn send(&self, priority: &str, m: &Map<String, Value>) -> Result<(), RpcError> {
-        if !self.is_enabled() {
+    /// Publishes `events` (priority, message) in order, each as [`publish`](Self::publish)
+    /// would, and records the last one's `_unique_id` in `host`'s ledger queue, all in one
+    /// AMQP transaction: once it commits, every event and the record took effect together;
+    /// when it fails, [`last_recorded`](Self::last_recorded) tells whether it had.
+    pub async fn publish_recorded(
+        &self,
+        events: &[(&str, &Value)],
+        host: &str,
+    ) -> Result<(), RpcError> {
+        let Some((_, last)) = events.last() else {
             return Ok(());
+        };
+        let Some(record) = last.get(UNIQUE_ID).and_then(Value::as_str) else {
+            return Err(RpcError::Malformed(format!(
+                "a recorded notification must carry {UNIQUE_ID}"
+            )));
+        };
+        let mut copies = Vec::new();
+        for (priority, message) in events {
+            let Value::Object(m) = message else {
+                return Err(RpcError::Malformed(
+                    "a notification must be a JSON object".into(),
+                ));
+            };
+            copies.extend(self.copies(priority, m));
         }
+        let ledger = ledger_queue(host);
+        let mut decls = self.declarations(&copies);
+        decls.push(ledger_declaration(&ledger));
+        let mut msgs = self.outgoing(&copies);
+        msgs.push(Outgoing {
+            exchange: "",
+            routing_key: &ledger,
+            mandatory: false,
+            body: record.as_bytes(),
+            props: lapin::BasicProperties::default().with_delivery_mode(2),
+        });
+        self.publisher
+            .commit_all(&decls, &msgs, OPERATION_TIMEOUT)
+            .await
+    }
+
+    /// The `_unique_id` that `host`'s ledger holds: the last event of the last transaction
+    /// of [`publish_recorded`](Self::publish_recorded) that committed, if any did.
+    pub async fn last_recorded(&self, host: &str) -> Result<Option<String>, RpcError> {
+        let ledger = ledger_queue(host);
+        let body = self
+            .publisher
+            .peek(&ledger_declaration(&ledger), &ledger, OPERATION_TIMEOUT)
+            .await?;
+        Ok(body.map(|b| String::from_utf8_lossy(&b).into_owned()))
+    }
+
+    /// Each copy of one message to send: (routing key, body), per topic and driver.
+    fn copies(&self, priority: &str, m: &Map<String, Value>) -> Vec<(String, Vec<u8>)> {
         let mut bodies = Vec::new();
         if self.enveloped {
             bodies.push(envelope::wrap(m));
@@ -106,28 +159,71 @@ impl NotificationPublisher {
             bodies.push(envelope::unwrapped(m));
         }
         let priority = priority.to_ascii_lowercase();
+        let mut copies = Vec::new();
         for topic in &self.topics {
-            let routing_key = format!("{topic}.{priority}");
-            let decls = [Declaration::NotificationQueue {
-                exchange: self.exchange.clone(),
-                queue: routing_key.clone(),
-            }];
             for body in &bodies {
-                self.publisher
-                    .publish(
-                        &decls,
-                        Outgoing {
-                            exchange: &self.exchange,
-                            routing_key: &routing_key,
-                            mandatory: false,
-                            body,
-                            props: envelope::properties(None),
-                        },
-                        OPERATION_TIMEOUT,
-                    )
-                    .await?;
+                copies.push((format!("{topic}.{priority}"), body.clone()));
             }
         }
-        Ok(())
+        copies
+    }
+
+    fn declarations(&self, copies: &[(String, Vec<u8>)]) -> Vec<Declaration> {
+        let mut decls: Vec<Declaration> = Vec::new();
+        for (routing_key, _) in copies {
+            let d = Declaration::NotificationQueue {
+                exchange: self.exchange.clone(),
+                queue: routing_key.clone(),
+            };
+            if !decls.contains(&d) {
+                decls.push(d);
+            }
+        }
+        decls
+    }
+
+    fn outgoing<'a>(&'a self, copies: &'a [(String, Vec<u8>)]) -> Vec<Outgoing<'a>> {
+        copies
+            .iter()
+            .map(|(routing_key, body)| Outgoing {
+                exchange: &self.exchange,
+                routing_key,
+                mandatory: false,
+                body,
+                props: envelope::properties(None),
+            })
+            .collect()
+    }
+
+    async fn send(&self, priority: &str, m: &Map<String, Value>) -> Result<(), RpcError> {
+        if !self.is_enabled() {
+            return Ok(());
+        }
+        let copies = self.copies(priority, m);
+        self.publisher
+            .commit_all(
+                &self.declarations(&copies),
+                &self.outgoing(&copies),
+                OPERATION_TIMEOUT,
+            )
+            .await
+    }
+}
+
+/// The queue where `host`'s notification sender records what it committed.
+pub fn ledger_queue(host: &str) -> String {
+    format!("magnum-rs.notifications-sent.{host}")
+}
+
+/// Durable, holding only its newest message (`x-max-length` 1, the oldest dropped), and
+/// removed by the broker after a week without use (`x-expires`), so a host that is gone
+/// leaves nothing behind for long.
+fn ledger_declaration(queue: &str) -> Declaration {
+    Declaration::OwnQueue {
+        queue: queue.to_owned(),
+        args: vec![
+            ("x-max-length".into(), 1),
+            ("x-expires".into(), 7 * 24 * 3600 * 1000),
+        ],
     }
 }

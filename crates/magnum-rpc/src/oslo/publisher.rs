@@ -1,11 +1,14 @@
-//! Publishing with publisher confirms on one channel per connection generation, declaring
-//! what oslo declares before the first publish on a channel.
+//! Publishing on one channel per connection generation, declaring what oslo declares before
+//! the first publish on a channel: with publisher confirms (RPC), or in AMQP transactions
+//! (notifications, whose sender must learn after a crash whether a publish took effect).
 
 use std::collections::HashSet;
 use std::time::Duration;
 
-use lapin::options::{BasicPublishOptions, QueueBindOptions};
-use lapin::types::FieldTable;
+use lapin::options::{
+    BasicGetOptions, BasicPublishOptions, BasicRejectOptions, QueueBindOptions, QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Confirmation, ExchangeKind};
 use tokio::sync::Mutex;
 
@@ -21,6 +24,21 @@ pub(crate) enum Declaration {
     FanoutExchange(String),
     /// A notification queue named like its routing key, bound to the exchange (rpc-wire.md §13.1).
     NotificationQueue { exchange: String, queue: String },
+    /// A durable queue of our own, with these arguments (the notification sender's ledger).
+    OwnQueue {
+        queue: String,
+        args: Vec<(String, i64)>,
+    },
+}
+
+/// How a publisher's channel makes the broker answer for what it took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// `confirm.select`: each publish is acknowledged on its own.
+    Confirms,
+    /// `tx.select`: publishes take effect together at `tx.commit`, or not at all when the
+    /// channel closes first.
+    Transactions,
 }
 
 /// One message to publish.
@@ -49,6 +67,7 @@ struct Slot {
 
 pub(crate) struct Publisher {
     broker: Broker,
+    mode: Mode,
     slot: Mutex<Option<Slot>>,
 }
 
@@ -58,10 +77,28 @@ fn unavailable(what: &str, e: impl std::fmt::Display) -> RpcError {
 
 impl Publisher {
     pub(crate) fn new(broker: Broker) -> Self {
+        Self::with_mode(broker, Mode::Confirms)
+    }
+
+    pub(crate) fn with_mode(broker: Broker, mode: Mode) -> Self {
         Self {
             broker,
+            mode,
             slot: Mutex::new(None),
         }
+    }
+
+    fn confirms(&self) -> bool {
+        self.mode == Mode::Confirms
+    }
+
+    /// A channel of `live` in this publisher's mode.
+    async fn open(&self, live: &Live) -> Result<Channel, lapin::Error> {
+        let ch = live.channel(self.confirms()).await?;
+        if self.mode == Mode::Transactions {
+            ch.tx_select().await?;
+        }
+        Ok(ch)
     }
 
     async fn declare(
@@ -74,7 +111,14 @@ impl Publisher {
         match d {
             Declaration::TopicExchange(name) => {
                 self.broker
-                    .declare_exchange(live, ch, true, name, ExchangeKind::Topic, o.topic_flags())
+                    .declare_exchange(
+                        live,
+                        ch,
+                        self.confirms(),
+                        name,
+                        ExchangeKind::Topic,
+                        o.topic_flags(),
+                    )
                     .await
             }
             Declaration::FanoutExchange(name) => {
@@ -82,7 +126,7 @@ impl Publisher {
                     .declare_exchange(
                         live,
                         ch,
-                        true,
+                        self.confirms(),
                         name,
                         ExchangeKind::Fanout,
                         o.fanout_exchange_flags(),
@@ -95,7 +139,7 @@ impl Publisher {
                     .declare_exchange(
                         live,
                         ch,
-                        true,
+                        self.confirms(),
                         exchange,
                         ExchangeKind::Topic,
                         o.topic_flags(),
@@ -103,7 +147,14 @@ impl Publisher {
                     .await?;
                 let (ch, _) = self
                     .broker
-                    .declare_queue(live, ch, true, queue, o.topic_flags(), o.topic_queue_args())
+                    .declare_queue(
+                        live,
+                        ch,
+                        self.confirms(),
+                        queue,
+                        o.topic_flags(),
+                        o.topic_queue_args(),
+                    )
                     .await?;
                 ch.queue_bind(
                     queue.as_str().into(),
@@ -111,6 +162,22 @@ impl Publisher {
                     queue.as_str().into(),
                     QueueBindOptions::default(),
                     FieldTable::default(),
+                )
+                .await?;
+                Ok(ch)
+            }
+            Declaration::OwnQueue { queue, args } => {
+                let mut table = FieldTable::default();
+                for (k, v) in args {
+                    table.insert(k.as_str().into(), AMQPValue::LongLongInt(*v));
+                }
+                ch.queue_declare(
+                    queue.as_str().into(),
+                    QueueDeclareOptions {
+                        durable: true,
+                        ..QueueDeclareOptions::default()
+                    },
+                    table,
                 )
                 .await?;
                 Ok(ch)
@@ -126,7 +193,7 @@ impl Publisher {
             .as_ref()
             .is_some_and(|s| s.generation == live.generation && s.channel.status().connected());
         if !reusable {
-            let ch = tokio::time::timeout(OPERATION_TIMEOUT, live.channel(true))
+            let ch = tokio::time::timeout(OPERATION_TIMEOUT, self.open(&live))
                 .await
                 .map_err(|_| unavailable("opening a channel", "timed out"))?
                 .map_err(|e| {
@@ -154,6 +221,13 @@ impl Publisher {
                     if ch.id() != s.channel.id() {
                         // The fallback opened a new channel: earlier declarations are still
                         // on the broker, so they stay recorded.
+                        if self.mode == Mode::Transactions
+                            && let Err(e) = ch.tx_select().await
+                        {
+                            *slot = None;
+                            self.broker.report_failure();
+                            return Err(unavailable("opening a channel", e));
+                        }
                         s.channel = ch;
                     }
                     s.declared.insert(d.clone());
@@ -222,6 +296,106 @@ impl Publisher {
             Err(_) => Err(RpcError::Unavailable(format!(
                 "the message broker did not confirm within {confirm_timeout:?}"
             ))),
+        }
+    }
+
+    /// Publishes `msgs` in order in one transaction (a [`Mode::Transactions`] publisher) and
+    /// returns once the broker committed them. A channel that fails or closes before the
+    /// commit reaches the broker publishes none of them; a commit whose answer is lost leaves
+    /// the outcome open, which the caller settles with what it recorded in the same
+    /// transaction (see [`peek`](Self::peek)).
+    pub(crate) async fn commit_all(
+        &self,
+        decls: &[Declaration],
+        msgs: &[Outgoing<'_>],
+        timeout: Duration,
+    ) -> Result<(), RpcError> {
+        let ch = self.channel(decls).await?;
+        let work = async {
+            for m in msgs {
+                let confirm = ch
+                    .basic_publish(
+                        m.exchange.into(),
+                        m.routing_key.into(),
+                        BasicPublishOptions {
+                            mandatory: m.mandatory,
+                            immediate: false,
+                        },
+                        m.body,
+                        m.props.clone(),
+                    )
+                    .await?;
+                // Not in confirm mode: resolves at once.
+                confirm.await?;
+            }
+            ch.tx_commit().await
+        };
+        match tokio::time::timeout(timeout, work).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => {
+                self.discard(&ch).await;
+                Err(unavailable("committing", e))
+            }
+            Err(_) => {
+                self.discard(&ch).await;
+                Err(RpcError::Unavailable(format!(
+                    "the message broker did not commit within {timeout:?}"
+                )))
+            }
+        }
+    }
+
+    /// The body of the message at the head of `queue` (declared by `decl` first), left where
+    /// it is: taken without acknowledging and rejected back onto the queue.
+    pub(crate) async fn peek(
+        &self,
+        decl: &Declaration,
+        queue: &str,
+        timeout: Duration,
+    ) -> Result<Option<Vec<u8>>, RpcError> {
+        let ch = self.channel(std::slice::from_ref(decl)).await?;
+        let tx = self.mode == Mode::Transactions;
+        let work = async {
+            let got = ch
+                .basic_get(queue.into(), BasicGetOptions { no_ack: false })
+                .await?;
+            let Some(m) = got else {
+                return Ok(None);
+            };
+            let d = m.delivery;
+            ch.basic_reject(d.delivery_tag, BasicRejectOptions { requeue: true })
+                .await?;
+            if tx {
+                // RabbitMQ makes a rejection part of the channel's transaction.
+                ch.tx_commit().await?;
+            }
+            Ok::<_, lapin::Error>(Some(d.data))
+        };
+        match tokio::time::timeout(timeout, work).await {
+            Ok(Ok(body)) => Ok(body),
+            Ok(Err(e)) => {
+                self.discard(&ch).await;
+                Err(unavailable("reading a queue", e))
+            }
+            Err(_) => {
+                self.discard(&ch).await;
+                Err(RpcError::Unavailable(format!(
+                    "the message broker did not answer within {timeout:?}"
+                )))
+            }
+        }
+    }
+
+    /// Forgets and closes a channel whose transaction failed: closing it makes the broker
+    /// drop whatever it still held uncommitted.
+    async fn discard(&self, ch: &Channel) {
+        self.invalidate(ch).await;
+        if ch.status().connected() {
+            let _ = tokio::time::timeout(
+                Duration::from_secs(1),
+                ch.close(200, "transaction abandoned".into()),
+            )
+            .await;
         }
     }
 

@@ -266,3 +266,77 @@ async fn fails_over_to_the_next_host() {
     server.stop().await;
     h.close().await;
 }
+
+/// Notifications go out in transactions that also record the last one's `_unique_id` in the
+/// sender's ledger queue: the record is there once the events are, stays in place when read,
+/// and a transaction whose channel closes before its commit leaves neither events nor record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn committed_notifications_and_their_record_go_together() {
+    use lapin::options::{BasicPublishOptions, QueueDeleteOptions};
+
+    let Some(url) = rabbit_url() else { return };
+    let names = Names::new("ledger");
+    let topic = unique("notifications");
+    let host = unique("ledger-host");
+    let mut s = OsloSettings::for_url(&test_url(&url)).unwrap();
+    s.control_exchange = names.exchange.clone();
+    s.notification_drivers = vec!["messagingv2".into()];
+    s.notification_topics = vec![topic.clone()];
+    let h = OsloHandle::connect(s).await.unwrap();
+    assert!(h.wait_connected(Duration::from_secs(10)).await);
+    let n = h.notifier();
+    let ledger = magnum_rpc::oslo::ledger_queue(&host);
+    let event = |id: &str| json!({"message_id": id, "_unique_id": id, "event_type": "x", "priority": "INFO", "payload": {}});
+    let (a, b, c) = (event("a"), event("b"), event("c"));
+
+    assert_eq!(n.last_recorded(&host).await.unwrap(), None);
+    n.publish_recorded(&[("INFO", &a), ("INFO", &b)], &host)
+        .await
+        .unwrap();
+    assert_eq!(n.last_recorded(&host).await.unwrap().as_deref(), Some("b"));
+    n.publish_recorded(&[("INFO", &c)], &host).await.unwrap();
+    // Read twice: reading leaves the record (the ledger keeps only the newest).
+    assert_eq!(n.last_recorded(&host).await.unwrap().as_deref(), Some("c"));
+    assert_eq!(n.last_recorded(&host).await.unwrap().as_deref(), Some("c"));
+    let raw = Raw::open(&url).await;
+    let queue = format!("{topic}.info");
+    assert_eq!(raw.depth(&queue).await, 3);
+    assert_eq!(raw.depth(&ledger).await, 1);
+
+    // A sender that dies before its commit: nothing of the transaction takes effect.
+    let ch = raw.conn.create_channel().await.unwrap();
+    ch.tx_select().await.unwrap();
+    for (exchange, key, body) in [
+        (names.exchange.as_str(), queue.as_str(), &b"{}"[..]),
+        ("", ledger.as_str(), &b"d"[..]),
+    ] {
+        ch.basic_publish(
+            exchange.into(),
+            key.into(),
+            BasicPublishOptions::default(),
+            body,
+            lapin::BasicProperties::default().with_delivery_mode(2),
+        )
+        .await
+        .unwrap();
+    }
+    ch.close(200, "gone before the commit".into())
+        .await
+        .unwrap();
+    assert_eq!(raw.depth(&queue).await, 3);
+    assert_eq!(n.last_recorded(&host).await.unwrap().as_deref(), Some("c"));
+
+    // An event without the id to record is refused before anything is sent.
+    let bare = json!({"message_id": "e"});
+    assert!(matches!(
+        n.publish_recorded(&[("INFO", &bare)], &host).await,
+        Err(RpcError::Malformed(_))
+    ));
+    h.close().await;
+    for q in [&queue, &ledger] {
+        raw.ch
+            .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+            .await
+            .unwrap();
+    }
+}
