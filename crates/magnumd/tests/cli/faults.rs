@@ -24,36 +24,6 @@ use magnum_testkit::{ChildGuard, Children};
 /// Seconds the burst runs; the faults happen inside it.
 const BURST: u64 = 100;
 
-/// Puts the broker and its firehose back as they were, whatever happened, and removes this
-/// run's durable queues (named after its tag), which would outlive it.
-struct BrokerRestore(String);
-
-impl Drop for BrokerRestore {
-    fn drop(&mut self) {
-        let quiet = |args: &[&str]| {
-            let _ = Command::new("rabbitmqctl")
-                .args(args)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        };
-        quiet(&["start_app"]);
-        // The suite-wide tap (scripts/test) keeps the firehose on for the whole run.
-        if magnum_testkit::scan::dir().is_none() {
-            quiet(&["trace_off"]);
-        }
-        let listed = Command::new("rabbitmqctl")
-            .args(["list_queues", "name", "--quiet", "--no-table-headers"])
-            .output();
-        let names = listed.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
-        for name in names.unwrap_or_default().lines() {
-            if name.contains(&self.0) {
-                quiet(&["delete_queue", name.trim()]);
-            }
-        }
-    }
-}
-
 fn keystone_script(name: &str, dir: &Path) {
     let st = Command::new("bash")
         .arg(repo_root().join("test-support/keystone").join(name))
@@ -301,7 +271,7 @@ fn a_burst_survives_database_conductor_keystone_and_broker_faults() {
     let ks_dir = w.join("keystone");
     let tag = magnum_testkit::tag();
     // Declared before the processes, so it runs after they are gone (their queues with them).
-    let _restore = BrokerRestore(tag.clone());
+    let _restore = crate::rabbit::BrokerRestore(tag.clone());
     let db_url = mariadb.database("magnum");
     let conf = w.join("magnum.conf");
     std::fs::write(

@@ -251,6 +251,8 @@ fn three_conductors_share_3000_clusters_and_take_over_a_dead_ones_share() {
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
     let tag = magnum_testkit::tag();
+    // Dropped after the conductors: their notification ledgers (named after the tag) go too.
+    let _restore = crate::rabbit::BrokerRestore(tag.clone());
     let db_url = db.url_with_scheme("mysql+pymysql");
     let conf = w.join("magnum.conf");
     std::fs::write(
@@ -453,19 +455,6 @@ fn three_conductors_share_3000_clusters_and_take_over_a_dead_ones_share() {
     );
 }
 
-/// Starts the broker again when the test ends, whatever happened.
-struct BrokerBack;
-
-impl Drop for BrokerBack {
-    fn drop(&mut self) {
-        let _ = Command::new("rabbitmqctl")
-            .arg("start_app")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status();
-    }
-}
-
 fn stored(dir: &Path) -> usize {
     std::fs::read_dir(dir).map_or(0, |d| {
         d.flatten()
@@ -487,6 +476,8 @@ fn notifications_wait_for_the_broker_on_disk_and_survive_a_sigkill() {
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
     let tag = magnum_testkit::tag();
+    // Dropped last: the broker back up, this run's durable queues (events, ledger) gone.
+    let _restore = crate::rabbit::BrokerRestore(tag.clone());
     let state = w.join("state");
     std::fs::create_dir_all(&state).unwrap();
     let host = format!("outbox-{tag}");
@@ -500,6 +491,7 @@ fn notifications_wait_for_the_broker_on_disk_and_survive_a_sigkill() {
              [oslo_messaging_notifications]\ndriver = messagingv2\ntopics = notifications_{tag}\n\n\
              [simulated_driver]\ncreate_delay = 1\n\n\
              [certificates]\ncert_manager_type = x509keypair\n\n\
+             [oslo_messaging_rabbit]\namqp_durable_queues = true\n\n\
              [database]\nconnection = {db_url}\n",
             state = state.display(),
             db_url = db.url_with_scheme("mysql+pymysql"),
@@ -514,10 +506,14 @@ fn notifications_wait_for_the_broker_on_disk_and_survive_a_sigkill() {
     );
     let rows = Rows::open(&db.url());
     let uuids = rows.seed(N);
-    let listener = crate::rabbit::Listener::start(
+    // Durable queues on both sides, as an operator who wants events kept over a broker
+    // restart configures them: the listener's queue is there again before the listener has
+    // reconnected, so what the restarted conductor sends at once waits for it.
+    let listener = crate::rabbit::Listener::start_with(
         &rabbit,
         &format!("magnum_{tag}"),
         &format!("notifications_{tag}"),
+        &[("OS_OSLO_MESSAGING_RABBIT__AMQP_DURABLE_QUEUES", "true")],
     );
     let spawn = |procs: &mut Children, run: u32| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_magnumd"));
@@ -529,7 +525,6 @@ fn notifications_wait_for_the_broker_on_disk_and_survive_a_sigkill() {
     std::thread::sleep(Duration::from_secs(3));
 
     // The broker goes away; the clusters complete meanwhile: their events wait on disk.
-    let _back = BrokerBack;
     crate::rabbit::rabbitmqctl(&["stop_app"]);
     rows.release();
     let outbox = state.join("notifications").join(&host);

@@ -23,6 +23,36 @@ fn magnumd(conf: &[&Path], sub: &str) -> Command {
     cmd
 }
 
+/// Puts the broker and its firehose back as they were, whatever happened, and removes this
+/// run's durable queues (named after its tag), which would outlive it.
+pub(crate) struct BrokerRestore(pub(crate) String);
+
+impl Drop for BrokerRestore {
+    fn drop(&mut self) {
+        let quiet = |args: &[&str]| {
+            let _ = Command::new("rabbitmqctl")
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        };
+        quiet(&["start_app"]);
+        // The suite-wide tap (scripts/test) keeps the firehose on for the whole run.
+        if magnum_testkit::scan::dir().is_none() {
+            quiet(&["trace_off"]);
+        }
+        let listed = Command::new("rabbitmqctl")
+            .args(["list_queues", "name", "--quiet", "--no-table-headers"])
+            .output();
+        let names = listed.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+        for name in names.unwrap_or_default().lines() {
+            if name.contains(&self.0) {
+                quiet(&["delete_queue", name.trim()]);
+            }
+        }
+    }
+}
+
 pub(crate) fn rabbitmqctl(args: &[&str]) {
     let st = Command::new("rabbitmqctl")
         .args(args)
