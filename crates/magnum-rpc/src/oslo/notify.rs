@@ -216,8 +216,8 @@ pub fn ledger_queue(host: &str) -> String {
 }
 
 /// Durable, holding only its newest message (`x-max-length` 1, the oldest dropped), and
-/// removed by the broker after a week without use (`x-expires`), so a host that is gone
-/// leaves nothing behind for long.
+/// removed by the broker after a week without use (`x-expires`; each transaction declares it
+/// again, which renews that), so a host that is gone leaves nothing behind for long.
 fn ledger_declaration(queue: &str) -> Declaration {
     Declaration::OwnQueue {
         queue: queue.to_owned(),

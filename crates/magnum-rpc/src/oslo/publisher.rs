@@ -210,7 +210,9 @@ impl Publisher {
             return Err(unavailable("opening a channel", "no channel"));
         };
         for d in decls {
-            if s.declared.contains(d) {
+            // Our own queue is declared on every use: that renews its `x-expires` lease,
+            // which publishing to it does not.
+            if s.declared.contains(d) && !matches!(d, Declaration::OwnQueue { .. }) {
                 continue;
             }
             let result =
