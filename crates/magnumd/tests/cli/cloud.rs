@@ -1134,7 +1134,8 @@ fn a_burst_survives_barbican_stopped() {
     let m = start_magnum(
         &c,
         &format!(
-            "[DEFAULT]\ntransport_url = {rabbit}\ncontrol_exchange = magnum_{tag}\n\n\
+            "[DEFAULT]\ntransport_url = {rabbit}\ncontrol_exchange = magnum_{tag}\n\
+             host = burst-{tag}\n\n\
              [oslo_messaging_notifications]\ndriver = messagingv2\ntopics = notifications_{tag}\n\n\
              [quotas]\nmax_clusters_per_project = 1000\n"
         ),
