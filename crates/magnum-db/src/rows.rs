@@ -13,6 +13,7 @@
 use std::sync::Arc;
 
 use chrono::NaiveDateTime;
+use futures::future::BoxFuture;
 use magnum_core::Result;
 use sea_orm::{
     ConnAcquireErr, ConnectionTrait, DbErr, EntityTrait, QueryResult, QueryTrait, RuntimeErr,
@@ -176,28 +177,140 @@ where
     sqlx::query_with(sqlx::AssertSqlSafe(stmt.sql), SqlxValues(values))
 }
 
+/// How an engine's rows are read by the hot lists: a statement is sent ([`Engine::start`],
+/// which waits for its first row, so two statements on two connections run at once) and its
+/// rows are then handed over one by one as they arrive ([`Engine::each`]). On MariaDB and
+/// MySQL the driver calls back with each row (vendor/README.md, change 5) instead of passing
+/// it through sqlx's row stream, which cost a lock, a wake-up and three adapter layers a row.
+pub(crate) trait Engine: sqlx::Database {
+    /// A statement sent, its rows still to be read.
+    type Pending<'c>: Send;
+
+    fn start<'c>(
+        conn: &'c mut PoolConnection<Self>,
+        stmt: Statement,
+    ) -> BoxFuture<'c, std::result::Result<Self::Pending<'c>, DbErr>>;
+
+    /// Hand the rows of `pending` to `visit`; returns their number.
+    fn each<'c, F>(
+        pending: Self::Pending<'c>,
+        visit: F,
+    ) -> BoxFuture<'c, std::result::Result<usize, DbErr>>
+    where
+        F: FnMut(Self::Row) -> std::result::Result<(), DbErr> + Send + 'c;
+}
+
+/// Why the driver's row callback stopped: its own error or the visitor's.
+enum Stop {
+    Driver(sqlx::Error),
+    Visitor(DbErr),
+}
+
+impl From<sqlx::Error> for Stop {
+    fn from(e: sqlx::Error) -> Self {
+        Stop::Driver(e)
+    }
+}
+
+impl Engine for sqlx::MySql {
+    type Pending<'c> = (&'c mut sqlx::MySqlConnection, sqlx::mysql::MySqlRows);
+
+    fn start<'c>(
+        conn: &'c mut PoolConnection<Self>,
+        stmt: Statement,
+    ) -> BoxFuture<'c, std::result::Result<Self::Pending<'c>, DbErr>> {
+        Box::pin(async move {
+            let conn: &'c mut sqlx::MySqlConnection = conn;
+            let rows = conn
+                .start_rows(sqlx_query::<Self>(stmt))
+                .await
+                .map_err(query_err)?;
+            Ok((conn, rows))
+        })
+    }
+
+    fn each<'c, F>(
+        (conn, rows): Self::Pending<'c>,
+        mut visit: F,
+    ) -> BoxFuture<'c, std::result::Result<usize, DbErr>>
+    where
+        F: FnMut(Self::Row) -> std::result::Result<(), DbErr> + Send + 'c,
+    {
+        Box::pin(async move {
+            let n = conn
+                .each_row(rows, |row| visit(row).map_err(Stop::Visitor))
+                .await
+                .map_err(|stop| match stop {
+                    Stop::Driver(e) => query_err(e),
+                    Stop::Visitor(e) => e,
+                })?;
+            Ok(usize::try_from(n).unwrap_or(usize::MAX))
+        })
+    }
+}
+
+/// PostgreSQL and SQLite read through sqlx's row stream.
+macro_rules! streamed_engine {
+    ($db:ty) => {
+        impl Engine for $db {
+            type Pending<'c> = (
+                futures::stream::BoxStream<
+                    'c,
+                    std::result::Result<<$db as sqlx::Database>::Row, sqlx::Error>,
+                >,
+                Option<<$db as sqlx::Database>::Row>,
+            );
+
+            fn start<'c>(
+                conn: &'c mut PoolConnection<Self>,
+                stmt: Statement,
+            ) -> BoxFuture<'c, std::result::Result<Self::Pending<'c>, DbErr>> {
+                use futures::TryStreamExt;
+                Box::pin(async move {
+                    let mut rows = sqlx_query::<Self>(stmt).fetch(&mut **conn);
+                    let first = rows.try_next().await.map_err(query_err)?;
+                    Ok((rows, first))
+                })
+            }
+
+            fn each<'c, F>(
+                (mut rows, first): Self::Pending<'c>,
+                mut visit: F,
+            ) -> BoxFuture<'c, std::result::Result<usize, DbErr>>
+            where
+                F: FnMut(Self::Row) -> std::result::Result<(), DbErr> + Send + 'c,
+            {
+                use futures::TryStreamExt;
+                Box::pin(async move {
+                    let Some(first) = first else { return Ok(0) };
+                    visit(first)?;
+                    let mut n = 1;
+                    while let Some(row) = rows.try_next().await.map_err(query_err)? {
+                        visit(row)?;
+                        n += 1;
+                    }
+                    Ok(n)
+                })
+            }
+        }
+    };
+}
+streamed_engine!(sqlx::Postgres);
+streamed_engine!(sqlx::Sqlite);
+
 /// Run `stmt` on `conn` and hand each row to `visit` as it arrives (nothing collected);
 /// returns the number of rows.
 pub(crate) async fn each_row<DB, F>(
     conn: &mut PoolConnection<DB>,
     stmt: Statement,
-    mut visit: F,
+    visit: F,
 ) -> std::result::Result<usize, DbErr>
 where
-    DB: sqlx::Database,
-    DB::Row: EngineRow,
-    SqlxValues: sqlx::IntoArguments<DB>,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    F: FnMut(&DB::Row) -> std::result::Result<(), DbErr>,
+    DB: Engine,
+    F: FnMut(DB::Row) -> std::result::Result<(), DbErr> + Send,
 {
-    use futures::TryStreamExt;
-    let mut rows = sqlx_query::<DB>(stmt).fetch(&mut **conn);
-    let mut n = 0;
-    while let Some(row) = rows.try_next().await.map_err(query_err)? {
-        visit(&row)?;
-        n += 1;
-    }
-    Ok(n)
+    let pending = DB::start(conn, stmt).await?;
+    DB::each(pending, visit).await
 }
 
 /// Run `stmt` on `conn` and keep its rows (for a small result read before a streamed one).
@@ -206,14 +319,15 @@ pub(crate) async fn all_rows<DB>(
     stmt: Statement,
 ) -> std::result::Result<Vec<DB::Row>, DbErr>
 where
-    DB: sqlx::Database,
-    SqlxValues: sqlx::IntoArguments<DB>,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    DB: Engine,
 {
-    sqlx_query::<DB>(stmt)
-        .fetch_all(&mut **conn)
-        .await
-        .map_err(query_err)
+    let mut rows = Vec::new();
+    each_row(conn, stmt, |row| {
+        rows.push(row);
+        Ok(())
+    })
+    .await?;
+    Ok(rows)
 }
 
 /// `with_conn!(db, |conn| body)`: `body` (a `Result<_, DbErr>`, may await) with `conn`, a

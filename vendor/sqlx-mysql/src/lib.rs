@@ -39,7 +39,7 @@ mod testing;
 
 pub use arguments::MySqlArguments;
 pub use column::MySqlColumn;
-pub use connection::MySqlConnection;
+pub use connection::{MySqlConnection, MySqlRows};
 pub use database::MySql;
 pub use error::MySqlDatabaseError;
 pub use options::{MySqlConnectOptions, MySqlSslMode};

@@ -137,25 +137,20 @@ async fn brief_on<DB, S>(
     sink: &mut S,
 ) -> std::result::Result<usize, sea_orm::DbErr>
 where
-    DB: sqlx::Database,
+    DB: rows::Engine,
     DB::Row: EngineRow,
-    sea_query_sqlx::SqlxValues: sqlx::IntoArguments<DB>,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    S: BriefSink + ?Sized,
+    S: BriefSink + Send + ?Sized,
 {
-    use futures::TryStreamExt;
-    let (counts, mut rows, first) = match spare {
+    // With a spare connection the page is sent at once and the counts read beside it.
+    let (counts, page) = match spare {
         Some(spare) => {
-            let mut rows = rows::sqlx_query::<DB>(page).fetch(&mut **conn);
-            let (counts, first) =
-                futures::future::join(rows::all_rows(spare, counts), rows.try_next()).await;
-            (counts?, rows, first.map_err(rows::query_err)?)
+            let (counts, page) =
+                futures::future::join(rows::all_rows(spare, counts), DB::start(conn, page)).await;
+            (counts?, page?)
         }
         None => {
             let counts = rows::all_rows(conn, counts).await?;
-            let mut rows = rows::sqlx_query::<DB>(page).fetch(&mut **conn);
-            let first = rows.try_next().await.map_err(rows::query_err)?;
-            (counts, rows, first)
+            (counts, DB::start(conn, page).await?)
         }
     };
     // Keyed by the uuid's bytes (the page's rows look theirs up the same way, so no count
@@ -205,14 +200,7 @@ where
         });
         Ok(())
     };
-    let Some(first) = first else { return Ok(0) };
-    emit(&first)?;
-    let mut n = 1;
-    while let Some(row) = rows.try_next().await.map_err(rows::query_err)? {
-        emit(&row)?;
-        n += 1;
-    }
-    Ok(n)
+    DB::each(page, |row| emit(&row)).await
 }
 
 /// The columns of [`ClusterBrief`], in its field order.

@@ -129,14 +129,12 @@ async fn each_template<DB, S>(
     sink: &mut S,
 ) -> std::result::Result<usize, sea_orm::DbErr>
 where
-    DB: sqlx::Database,
+    DB: crate::rows::Engine,
     DB::Row: crate::rows::EngineRow,
-    sea_query_sqlx::SqlxValues: sqlx::IntoArguments<DB>,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    S: TemplateSink + ?Sized,
+    S: TemplateSink + Send + ?Sized,
 {
     use crate::rows::EngineRow;
-    crate::rows::each_row(conn, page, |r: &DB::Row| {
+    crate::rows::each_row(conn, page, |r: DB::Row| {
         if !r.raw().is_some_and(|raw| sink.known(raw)) {
             sink.row(&TemplateRow::decode(&r.cols())?);
         }

@@ -1,6 +1,7 @@
 //! The MariaDB driver's metadata caching (vendor/sqlx-mysql, MARIADB_CLIENT_CACHE_METADATA):
 //! a repeated execute of a prepared statement comes without its column definitions, and a
-//! schema change brings them back and is read with the new types.
+//! schema change brings them back and is read with the new types; rows split when first read;
+//! rows handed to a callback.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -208,5 +209,131 @@ async fn mariadb_rows_split_on_first_read_read_alike_in_any_order() {
     assert_eq!(a.len(), c.len());
     assert_eq!(a.iter().zip(&c).filter(|(x, y)| x != y).count(), 1);
     assert_ne!(raw(&rows[0]), raw(&rows[1]));
+    conn.close().await.unwrap();
+}
+
+/// Rows handed to a callback (vendor/sqlx-mysql, change 5): the same rows in the same order
+/// as sqlx's stream gives; a callback's error ends the reading and the connection answers
+/// its next statement correctly (the rest of the result is drained), as it does after a
+/// statement sent and dropped unread; a statement without rows hands none; a server error
+/// comes from `start_rows`.
+#[tokio::test]
+async fn mariadb_rows_go_to_a_callback_and_a_stopped_reading_leaves_the_connection_usable() {
+    let Some(db) = ServerDb::create(Server::MariaDb, "magnum_t").await else {
+        return;
+    };
+    let mut conn = sqlx::MySqlConnection::connect(&db.url()).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(
+        "CREATE TABLE r (id INT PRIMARY KEY, s VARCHAR(64)); \
+         INSERT INTO r SELECT seq, CONCAT('row-', seq) FROM seq_1_to_2000"
+            .to_owned(),
+    ))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    const SQL: &str = "SELECT id, s FROM r WHERE id > ? ORDER BY id";
+    let pairs = |rows: &[sqlx::mysql::MySqlRow]| -> Vec<(i32, String)> {
+        rows.iter().map(|r| (r.get(0), r.get(1))).collect()
+    };
+    let streamed = pairs(&sqlx::query(SQL).bind(0).fetch_all(&mut conn).await.unwrap());
+    assert_eq!(streamed.len(), 2000);
+
+    // Every row, in order: prepared and cached, prepared for once, and as text (no arguments).
+    for query in [
+        sqlx::query(SQL).bind(0),
+        sqlx::query(SQL).bind(0).persistent(false),
+    ] {
+        let pending = conn.start_rows(query).await.unwrap();
+        let mut got = Vec::new();
+        let n = conn
+            .each_row(pending, |row| -> Result<(), sqlx::Error> {
+                got.push(row);
+                Ok(())
+            })
+            .await
+            .unwrap();
+        assert_eq!(n, 2000);
+        assert_eq!(pairs(&got), streamed);
+    }
+    let text = conn
+        .start_rows(sqlx::query("SELECT id, s FROM r ORDER BY id LIMIT 3"))
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    conn.each_row(text, |row| -> Result<(), sqlx::Error> {
+        ids.push(row.get::<i32, _>(0));
+        Ok(())
+    })
+    .await
+    .unwrap();
+    assert_eq!(ids, [1, 2, 3]);
+
+    // A callback that fails on the 10th row: its error, and the next statement is right.
+    #[derive(Debug)]
+    enum Stop {
+        Enough,
+        Driver(sqlx::Error),
+    }
+    impl From<sqlx::Error> for Stop {
+        fn from(e: sqlx::Error) -> Self {
+            Stop::Driver(e)
+        }
+    }
+    let pending = conn.start_rows(sqlx::query(SQL).bind(0)).await.unwrap();
+    let mut seen = 0;
+    let stopped = conn
+        .each_row(pending, |_| {
+            seen += 1;
+            if seen == 10 {
+                Err(Stop::Enough)
+            } else {
+                Ok(())
+            }
+        })
+        .await;
+    assert!(matches!(stopped, Err(Stop::Enough)), "{stopped:?}");
+    assert_eq!(seen, 10);
+    let after: (i32, String) = sqlx::query_as("SELECT id, s FROM r WHERE id = ?")
+        .bind(1234)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(after, (1234, "row-1234".to_owned()));
+
+    // Sent and dropped unread: the same.
+    drop(conn.start_rows(sqlx::query(SQL).bind(0)).await.unwrap());
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM r")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(count, 2000);
+
+    // No rows: an UPDATE, and a SELECT that matches nothing.
+    for sql in [
+        "UPDATE r SET s = s WHERE id < ?",
+        "SELECT id FROM r WHERE id < ?",
+    ] {
+        let pending = conn.start_rows(sqlx::query(sql).bind(0)).await.unwrap();
+        let n = conn
+            .each_row(pending, |_| -> Result<(), sqlx::Error> { panic!("a row") })
+            .await
+            .unwrap();
+        assert_eq!(n, 0, "{sql}");
+    }
+
+    // The server's error comes from start_rows, and the connection goes on.
+    let missing = conn
+        .start_rows(sqlx::query("SELECT nope FROM r WHERE id > ?").bind(0))
+        .await;
+    assert!(
+        matches!(&missing, Err(sqlx::Error::Database(e)) if e.message().contains("nope")),
+        "{:?}",
+        missing.err()
+    );
+    let one: i32 = sqlx::query_scalar("SELECT 1")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(one, 1);
     conn.close().await.unwrap();
 }

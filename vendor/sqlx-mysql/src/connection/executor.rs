@@ -108,87 +108,150 @@ impl MySqlConnection {
         persistent: bool,
     ) -> Result<impl Stream<Item = Result<Either<MySqlQueryResult, MySqlRow>, Error>> + 'e, Error>
     {
-        let mut logger = QueryLogger::new(sql, self.inner.log_settings.clone());
+        let logger = QueryLogger::new(sql, self.inner.log_settings.clone());
 
         self.inner.stream.wait_until_ready().await?;
         self.inner.stream.waiting.push_back(Waiting::Result);
 
+        // magnum-rs: the reading is `start` and `step` (shared with `start_rows`/`each_row`,
+        // which hand rows to a callback instead of through this stream).
         Ok(try_stream! {
+            let mut state = self.start(logger, arguments, persistent).await?;
+            while let Some(v) = self.step(&mut state).await? {
+                r#yield!(v);
+            }
+            Ok(())
+        })
+    }
+
+    /// magnum-rs: send `query` and read its answer up to its first row (or its end), leaving
+    /// the rows to [`each_row`](Self::each_row). Dropping the returned value instead leaves the
+    /// rest to be drained by the connection's next use, as for a dropped stream.
+    pub async fn start_rows<'q, E>(&mut self, mut query: E) -> Result<MySqlRows, Error>
+    where
+        E: Execute<'q, MySql>,
+    {
+        let arguments = query.take_arguments().map_err(Error::Encode)?;
+        let persistent = query.persistent();
+        let logger = QueryLogger::new(query.sql(), self.inner.log_settings.clone());
+
+        self.inner.stream.wait_until_ready().await?;
+        self.inner.stream.waiting.push_back(Waiting::Result);
+
+        let mut state = self.start(logger, arguments, persistent).await?;
+        // Read the first result set's head now, so that the server's work on the
+        // statement is under way (and its errors are seen) before the rows are wanted.
+        state.first = self.step(&mut state).await?;
+        Ok(state)
+    }
+
+    /// magnum-rs: hand each row of `rows` (from [`start_rows`](Self::start_rows) on this
+    /// connection) to `on_row` as it is decoded, with no async stream between (sqlx's stream
+    /// costs a lock, a wake-up and three adapter layers per row); returns the number of rows.
+    /// An error of `on_row` ends the reading (the rest is drained by the next use).
+    pub async fn each_row<F, E>(&mut self, mut rows: MySqlRows, mut on_row: F) -> Result<u64, E>
+    where
+        F: FnMut(MySqlRow) -> Result<(), E>,
+        E: From<Error>,
+    {
+        let mut n = 0;
+        let mut first = rows.first.take();
+        loop {
+            let item = match first.take() {
+                Some(item) => item,
+                None => match self.step(&mut rows).await? {
+                    Some(item) => item,
+                    None => return Ok(n),
+                },
+            };
+            if let Either::Right(row) = item {
+                on_row(row)?;
+                n += 1;
+            }
+        }
+    }
+
+    /// Send the statement (prepared and executed when it has arguments, else as text).
+    async fn start(
+        &mut self,
+        logger: QueryLogger,
+        arguments: Option<MySqlArguments>,
+        persistent: bool,
+    ) -> Result<MySqlRows, Error> {
         let sql = logger.sql().as_str();
 
-            // make a slot for the shared column data
-            // as long as a reference to a row is not held past one iteration, this enables us
-            // to re-use this memory freely between result sets
-            let mut columns = Arc::new(Vec::new());
+        // magnum-rs: the prepared statement's last known result metadata, for an execute
+        // whose metadata MariaDB skips (MARIADB_CLIENT_CACHE_METADATA).
+        let mut known: Option<MySqlStatementMetadata> = None;
+        let mut cached = false;
 
-            // magnum-rs: the prepared statement's last known result metadata, for an execute
-            // whose metadata MariaDB skips (MARIADB_CLIENT_CACHE_METADATA).
-            let mut known: Option<MySqlStatementMetadata> = None;
-            let mut cached = false;
-
-            let format = if let Some(arguments) = arguments {
-                if persistent && self.inner.cache_statement.is_enabled() {
-                    let (id, metadata) = self
-                        .get_or_prepare_statement(sql)
-                        .await?;
-
-                    if arguments.types.len() != metadata.parameters {
-                        return Err(
-                            err_protocol!(
-                                "prepared statement expected {} parameters but {} parameters were provided",
-                                metadata.parameters,
-                                arguments.types.len()
-                            )
-                        );
-                    }
-
-                    // https://dev.mysql.com/doc/internals/en/com-stmt-execute.html
-                    self.inner.stream
-                        .send_packet(StatementExecute {
-                            statement: id,
-                            arguments: &arguments,
-                        })
-                        .await?;
-
-                    known = Some(metadata);
-                    cached = true;
-                    MySqlValueFormat::Binary
-                } else {
-                    let (id, metadata) = self
-                        .prepare_statement(sql)
-                        .await?;
-
-                    if arguments.types.len() != metadata.parameters {
-                        return Err(
-                            err_protocol!(
-                                "prepared statement expected {} parameters but {} parameters were provided",
-                                metadata.parameters,
-                                arguments.types.len()
-                            )
-                        );
-                    }
-
-                    // https://dev.mysql.com/doc/internals/en/com-stmt-execute.html
-                    self.inner.stream
-                        .send_packet(StatementExecute {
-                            statement: id,
-                            arguments: &arguments,
-                        })
-                        .await?;
-
-                    self.inner.stream.send_packet(StmtClose { statement: id }).await?;
-
-                    known = Some(metadata);
-                    MySqlValueFormat::Binary
-                }
+        let format = if let Some(arguments) = arguments {
+            let cache = persistent && self.inner.cache_statement.is_enabled();
+            let (id, metadata) = if cache {
+                self.get_or_prepare_statement(sql).await?
             } else {
-                // https://dev.mysql.com/doc/internals/en/com-query.html
-                self.inner.stream.send_packet(Query(sql)).await?;
-
-                MySqlValueFormat::Text
+                self.prepare_statement(sql).await?
             };
 
-            loop {
+            if arguments.types.len() != metadata.parameters {
+                return Err(err_protocol!(
+                    "prepared statement expected {} parameters but {} parameters were provided",
+                    metadata.parameters,
+                    arguments.types.len()
+                ));
+            }
+
+            // https://dev.mysql.com/doc/internals/en/com-stmt-execute.html
+            self.inner
+                .stream
+                .send_packet(StatementExecute {
+                    statement: id,
+                    arguments: &arguments,
+                })
+                .await?;
+
+            if !cache {
+                self.inner
+                    .stream
+                    .send_packet(StmtClose { statement: id })
+                    .await?;
+            }
+
+            known = Some(metadata);
+            cached = cache;
+            MySqlValueFormat::Binary
+        } else {
+            // https://dev.mysql.com/doc/internals/en/com-query.html
+            self.inner.stream.send_packet(Query(sql)).await?;
+
+            MySqlValueFormat::Text
+        };
+
+        Ok(MySqlRows {
+            logger,
+            format,
+            known,
+            cached,
+            // a slot for the shared column data: as long as a row is not held past one
+            // iteration, its memory is reused between result sets
+            columns: Arc::new(Vec::new()),
+            column_names: None,
+            finished: false,
+            first: None,
+        })
+    }
+
+    /// The next item of the answer: a row, a result set's end, or `None` after the last.
+    async fn step(
+        &mut self,
+        state: &mut MySqlRows,
+    ) -> Result<Option<Either<MySqlQueryResult, MySqlRow>>, Error> {
+        if state.finished {
+            return Ok(None);
+        }
+        let column_names = match &state.column_names {
+            Some(names) => Arc::clone(names),
+            None => {
                 // query response is a meta-packet which may be one of:
                 //  Ok, Err, ResultSet, or (unhandled) LocalInfileRequest
                 let mut packet = self.inner.stream.recv_packet().await?;
@@ -201,25 +264,24 @@ impl MySqlConnection {
                     self.inner.status_flags = ok.status;
 
                     let rows_affected = ok.affected_rows;
-                    logger.increase_rows_affected(rows_affected);
+                    state.logger.increase_rows_affected(rows_affected);
                     let done = MySqlQueryResult {
                         rows_affected,
                         last_insert_id: ok.last_insert_id,
                     };
 
-                    r#yield!(Either::Left(done));
-
-                    if ok.status.contains(Status::SERVER_MORE_RESULTS_EXISTS) {
-                        // more result sets exist, continue to the next one
-                        continue;
+                    // more result sets exist: the next step reads the next one
+                    if !ok.status.contains(Status::SERVER_MORE_RESULTS_EXISTS) {
+                        self.inner.stream.waiting.pop_front();
+                        state.finished = true;
                     }
-
-                    self.inner.stream.waiting.pop_front();
-                    return Ok(());
+                    return Ok(Some(Either::Left(done)));
                 }
 
                 // otherwise, this first packet is the start of the result-set metadata,
-                *self.inner.stream.waiting.front_mut().unwrap() = Waiting::Row;
+                if let Some(waiting) = self.inner.stream.waiting.front_mut() {
+                    *waiting = Waiting::Row;
+                }
 
                 let num_columns = packet.get_uint_lenenc()?; // column count
                 let num_columns = usize::try_from(num_columns)
@@ -235,28 +297,28 @@ impl MySqlConnection {
                 } else {
                     true
                 };
-                let column_names = if follows {
+                let names = if follows {
                     // Always reload column names, even for prepared statements (the schema
                     // may change between PREPARE and EXECUTE).
-                    let names = Arc::new(recv_result_metadata(&mut self.inner.stream, num_columns, Arc::make_mut(&mut columns)).await?);
-                    if let Some(known) = known.take() {
+                    let names = Arc::new(recv_result_metadata(&mut self.inner.stream, num_columns, Arc::make_mut(&mut state.columns)).await?);
+                    if let Some(known) = state.known.take() {
                         // The next execute that skips them reuses these.
                         let fresh = MySqlStatementMetadata {
                             parameters: known.parameters,
-                            columns: Arc::clone(&columns),
+                            columns: Arc::clone(&state.columns),
                             column_names: Arc::clone(&names),
                         };
-                        if cached {
-                            if let Some(entry) = self.inner.cache_statement.get_mut(logger.sql().as_str()) {
+                        if state.cached {
+                            if let Some(entry) = self.inner.cache_statement.get_mut(state.logger.sql().as_str()) {
                                 entry.1 = fresh;
                             }
                         }
                     }
                     names
                 } else {
-                    match known.take() {
+                    match state.known.take() {
                         Some(known) if known.columns.len() == num_columns => {
-                            columns = known.columns;
+                            state.columns = known.columns;
                             known.column_names
                         }
                         _ => {
@@ -266,55 +328,68 @@ impl MySqlConnection {
                         }
                     }
                 };
-
-                // finally, there will be none or many result-rows
-                loop {
-                    let packet = self.inner.stream.recv_packet().await?;
-
-                    if packet[0] == 0xfe {
-                        let (rows_affected, last_insert_id, status) = if packet.len() < 9 {
-                            // EOF packet
-                            let eof = packet.eof(self.inner.stream.capabilities)?;
-                            (0, 0, eof.status)
-                        } else {
-                            // OK packet
-                            let ok = packet.ok()?;
-                            (ok.affected_rows, ok.last_insert_id, ok.status)
-                        };
-
-                        self.inner.status_flags = status;
-                        r#yield!(Either::Left(MySqlQueryResult {
-                            rows_affected,
-                            last_insert_id,
-                        }));
-
-                        if status.contains(Status::SERVER_MORE_RESULTS_EXISTS) {
-                            *self.inner.stream.waiting.front_mut().unwrap() = Waiting::Result;
-                            break;
-                        }
-                        self.inner.stream.waiting.pop_front();
-                        return Ok(());
-                    }
-
-                    let row = match format {
-                        MySqlValueFormat::Binary => packet.decode_with::<BinaryRow, _>(&columns)?.0,
-                        MySqlValueFormat::Text => packet.decode_with::<TextRow, _>(&columns)?.0,
-                    };
-
-                    let v = Either::Right(MySqlRow {
-                        row,
-                        format,
-                        columns: Arc::clone(&columns),
-                        column_names: Arc::clone(&column_names),
-                    });
-
-                    logger.increment_rows_returned();
-
-                    r#yield!(v);
-                }
+                state.column_names = Some(Arc::clone(&names));
+                names
             }
-        })
+        };
+
+        // finally, there will be none or many result-rows
+        let packet = self.inner.stream.recv_packet().await?;
+
+        if packet[0] == 0xfe {
+            let (rows_affected, last_insert_id, status) = if packet.len() < 9 {
+                // EOF packet
+                let eof = packet.eof(self.inner.stream.capabilities)?;
+                (0, 0, eof.status)
+            } else {
+                // OK packet
+                let ok = packet.ok()?;
+                (ok.affected_rows, ok.last_insert_id, ok.status)
+            };
+
+            self.inner.status_flags = status;
+            state.column_names = None;
+            if status.contains(Status::SERVER_MORE_RESULTS_EXISTS) {
+                if let Some(waiting) = self.inner.stream.waiting.front_mut() {
+                    *waiting = Waiting::Result;
+                }
+            } else {
+                self.inner.stream.waiting.pop_front();
+                state.finished = true;
+            }
+            return Ok(Some(Either::Left(MySqlQueryResult {
+                rows_affected,
+                last_insert_id,
+            })));
+        }
+
+        let row = match state.format {
+            MySqlValueFormat::Binary => packet.decode_with::<BinaryRow, _>(&state.columns)?.0,
+            MySqlValueFormat::Text => packet.decode_with::<TextRow, _>(&state.columns)?.0,
+        };
+
+        state.logger.increment_rows_returned();
+
+        Ok(Some(Either::Right(MySqlRow {
+            row,
+            format: state.format,
+            columns: Arc::clone(&state.columns),
+            column_names,
+        })))
     }
+}
+
+/// magnum-rs: a statement sent by [`MySqlConnection::start_rows`] whose rows are still to be
+/// read by [`MySqlConnection::each_row`] (also the state of `run`'s stream).
+pub struct MySqlRows {
+    logger: QueryLogger,
+    format: MySqlValueFormat,
+    known: Option<MySqlStatementMetadata>,
+    cached: bool,
+    columns: Arc<Vec<MySqlColumn>>,
+    column_names: Option<Arc<HashMap<UStr, usize>>>,
+    finished: bool,
+    first: Option<Either<MySqlQueryResult, MySqlRow>>,
 }
 
 impl<'c> Executor<'c> for &'c mut MySqlConnection {
