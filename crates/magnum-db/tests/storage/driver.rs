@@ -135,27 +135,35 @@ async fn mariadb_skips_unchanged_column_definitions_and_resends_changed_ones() {
     conn.close().await.unwrap();
 }
 
+/// A connection to a fresh MariaDB database on which `setup` (SQL statements) has run; `None`
+/// when no MariaDB is configured. The database lives as long as the returned `ServerDb`.
+async fn mariadb_with(setup: &str) -> Option<(ServerDb, sqlx::MySqlConnection)> {
+    let db = ServerDb::create(Server::MariaDb, "magnum_t").await?;
+    let mut conn = sqlx::MySqlConnection::connect(&db.url()).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(setup.to_owned()))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    Some((db, conn))
+}
+
 /// A binary row of many columns is split on its first read past the first column
 /// (vendor/sqlx-mysql, patch 4): every column reads the same whichever is read first, NULLs
 /// included, and `raw_binary` lends equal bytes for equal rows.
 #[tokio::test]
 async fn mariadb_rows_split_on_first_read_read_alike_in_any_order() {
-    let Some(db) = ServerDb::create(Server::MariaDb, "magnum_t").await else {
-        return;
-    };
-    let mut conn = sqlx::MySqlConnection::connect(&db.url()).await.unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(
+    let Some((_db, mut conn)) = mariadb_with(
         "CREATE TABLE w (id INT PRIMARY KEY, s1 VARCHAR(64), n1 INT, t1 DATETIME(6), \
          s2 TEXT, b1 TINYINT(1), s3 VARCHAR(8), n2 BIGINT, s4 VARCHAR(300), s5 VARCHAR(8)); \
          INSERT INTO w VALUES \
          (1, 'one', 10, '2026-12-03 07:00:00.5', 'text', 1, NULL, 7, REPEAT('x', 300), 'e'), \
          (2, NULL, NULL, NULL, '', 0, 'c', NULL, 'short', NULL), \
-         (3, 'one', 10, '2026-12-03 07:00:00.5', 'text', 1, NULL, 7, REPEAT('x', 300), 'e')"
-            .to_owned(),
-    ))
-    .execute(&mut conn)
+         (3, 'one', 10, '2026-12-03 07:00:00.5', 'text', 1, NULL, 7, REPEAT('x', 300), 'e')",
+    )
     .await
-    .unwrap();
+    else {
+        return;
+    };
     type Cols = (
         i32,
         Option<String>,
@@ -219,18 +227,14 @@ async fn mariadb_rows_split_on_first_read_read_alike_in_any_order() {
 /// comes from `start_rows`.
 #[tokio::test]
 async fn mariadb_rows_go_to_a_callback_and_a_stopped_reading_leaves_the_connection_usable() {
-    let Some(db) = ServerDb::create(Server::MariaDb, "magnum_t").await else {
+    let Some((_db, mut conn)) = mariadb_with(
+        "CREATE TABLE r (id INT PRIMARY KEY, s VARCHAR(64)); \
+         INSERT INTO r SELECT seq, CONCAT('row-', seq) FROM seq_1_to_2000",
+    )
+    .await
+    else {
         return;
     };
-    let mut conn = sqlx::MySqlConnection::connect(&db.url()).await.unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(
-        "CREATE TABLE r (id INT PRIMARY KEY, s VARCHAR(64)); \
-         INSERT INTO r SELECT seq, CONCAT('row-', seq) FROM seq_1_to_2000"
-            .to_owned(),
-    ))
-    .execute(&mut conn)
-    .await
-    .unwrap();
     const SQL: &str = "SELECT id, s FROM r WHERE id > ? ORDER BY id";
     let pairs = |rows: &[sqlx::mysql::MySqlRow]| -> Vec<(i32, String)> {
         rows.iter().map(|r| (r.get(0), r.get(1))).collect()

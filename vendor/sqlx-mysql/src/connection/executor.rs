@@ -110,9 +110,6 @@ impl MySqlConnection {
     {
         let logger = QueryLogger::new(sql, self.inner.log_settings.clone());
 
-        self.inner.stream.wait_until_ready().await?;
-        self.inner.stream.waiting.push_back(Waiting::Result);
-
         // magnum-rs: the reading is `start` and `step` (shared with `start_rows`/`each_row`,
         // which hand rows to a callback instead of through this stream).
         Ok(try_stream! {
@@ -134,9 +131,6 @@ impl MySqlConnection {
         let arguments = query.take_arguments().map_err(Error::Encode)?;
         let persistent = query.persistent();
         let logger = QueryLogger::new(query.sql(), self.inner.log_settings.clone());
-
-        self.inner.stream.wait_until_ready().await?;
-        self.inner.stream.waiting.push_back(Waiting::Result);
 
         let mut state = self.start(logger, arguments, persistent).await?;
         // Read the first result set's head now, so that the server's work on the
@@ -178,6 +172,9 @@ impl MySqlConnection {
         arguments: Option<MySqlArguments>,
         persistent: bool,
     ) -> Result<MySqlRows, Error> {
+        self.inner.stream.wait_until_ready().await?;
+        self.inner.stream.waiting.push_back(Waiting::Result);
+
         let sql = logger.sql().as_str();
 
         // magnum-rs: the prepared statement's last known result metadata, for an execute
