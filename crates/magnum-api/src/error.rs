@@ -59,10 +59,10 @@ impl From<crate::patch::PatchError> for ApiError {
     }
 }
 
-impl From<magnum_core::policy::PolicyError> for ApiError {
-    fn from(e: magnum_core::policy::PolicyError) -> Self {
+impl From<magnum_conf::policy::PolicyError> for ApiError {
+    fn from(e: magnum_conf::policy::PolicyError) -> Self {
         match e {
-            magnum_core::policy::PolicyError::NotAuthorized { .. } => {
+            magnum_conf::policy::PolicyError::NotAuthorized { .. } => {
                 ApiError::Forbidden(e.to_string())
             }
             // An unregistered rule is our bug, not the caller's.

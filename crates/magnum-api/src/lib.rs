@@ -15,7 +15,7 @@ mod v1;
 
 use std::sync::Arc;
 
-use magnum_core::policy::Enforcer;
+use magnum_conf::policy::Enforcer;
 use magnum_db::Database;
 
 pub use auth::{Auth, ServiceTokenRoles};

@@ -9,10 +9,10 @@ use magnum_core::model::{Cluster, ClusterTemplate, Nodegroup};
 use magnum_core::{Error, RequestContext, Result};
 use magnum_openstack::catalog::ServiceType;
 
-use crate::certs::{CaType, ClusterCertRefs};
-use crate::driver::capi::render::{Cas, CloudConfig, KeyPair};
-use crate::driver::capi::{LoadBalancer, Source};
 use crate::state::Inner;
+use magnum_certs::{CaType, ClusterCertRefs};
+use magnum_driver_capi::render::{Cas, CloudConfig, KeyPair};
+use magnum_driver_capi::{LoadBalancer, Source};
 use magnum_openstack::resources;
 
 fn unavailable(e: magnum_openstack::OsError) -> Error {
@@ -33,7 +33,7 @@ fn made_for(description: &str, stack_id: &str, uuid: &str) -> bool {
 
 pub(crate) struct ConductorSource {
     pub(crate) inner: Arc<Inner>,
-    pub(crate) capi_client: magnum_core::config::CapiClientSection,
+    pub(crate) capi_client: magnum_conf::config::CapiClientSection,
     /// The service user's OpenStack (Keystone's catalogue, Octavia), when configured.
     pub(crate) openstack: Option<Arc<magnum_openstack::OpenStack>>,
 }
@@ -47,7 +47,7 @@ fn refs(c: &Cluster) -> ClusterCertRefs {
     }
 }
 
-fn pair(p: crate::x509::KeyPairPem) -> KeyPair {
+fn pair(p: magnum_certs::x509::KeyPairPem) -> KeyPair {
     KeyPair {
         certificate: p.certificate,
         private_key: p.private_key,

@@ -1,9 +1,8 @@
-//! The conductor: RPC handlers, the status sync and heartbeat, certificate stores, the
-//! notifier and the cluster drivers.
+//! The conductor: RPC handlers, workers, the status sync and heartbeat, health checks and
+//! the notifier. Drivers (`magnum-driver`, `magnum-driver-capi`) and certificates
+//! (`magnum-certs`) are crates of their own; this crate wires them to storage and RPC.
 
 mod capi_source;
-pub mod certs;
-pub mod driver;
 mod handlers;
 pub mod health;
 mod heartbeat;
@@ -13,8 +12,7 @@ mod service;
 mod state;
 mod sync;
 pub mod worker;
-pub mod x509;
 
-pub use service::Conductor;
+pub use service::{Conductor, drivers_from_config};
 pub use state::{BINARY, ConductorSettings};
 pub use worker::{Worker, WorkerState, WorkerStatus, Workers};

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use magnum_core::config::Config;
+use magnum_conf::config::Config;
 use magnum_core::{RequestContext, Result};
 use magnum_db::Database;
 use magnum_rpc::{
@@ -14,14 +14,14 @@ use magnum_rpc::{
 };
 use tokio::sync::mpsc;
 
-use crate::certs::{ClusterPki, store_from_config};
-use crate::driver::capi::CapiDriver;
-use crate::driver::{Driver, DriverRegistry, SimulatedDriver, StatusWaker};
 use crate::handlers;
 use crate::notify::Notifier;
 use crate::state::{ChannelWaker, ConductorSettings, Inner};
 use crate::worker::{Worker, WorkerContext, WorkerError, Workers};
-use crate::x509::X509Options;
+use magnum_certs::x509::X509Options;
+use magnum_certs::{ClusterPki, store_from_config};
+use magnum_driver::{Driver, DriverRegistry, SimulatedDriver, StatusWaker};
+use magnum_driver_capi::CapiDriver;
 
 /// The notifier of magnum.conf. One publisher serves both messaging drivers (it sends the
 /// envelope each asks for), so it is handed out once.
@@ -63,6 +63,23 @@ fn outbox_dir(cfg: &Config) -> Option<std::path::PathBuf> {
          only and a restart loses what is still waiting"
     );
     None
+}
+
+/// The drivers `magnumd` has, as magnum.conf enables them (without a status waker: for
+/// checks that only resolve templates, such as `magnumd status upgrade check`).
+pub fn drivers_from_config(cfg: &Config) -> DriverRegistry {
+    let simulated: Arc<dyn Driver> = Arc::new(SimulatedDriver::new(&cfg.simulated_driver));
+    let mut drivers = vec![simulated];
+    if cfg.cluster_api.enabled {
+        for d in CapiDriver::all(&cfg.cluster_api) {
+            drivers.push(d);
+        }
+    }
+    DriverRegistry::new(
+        drivers,
+        &cfg.drivers.disabled_drivers,
+        &cfg.drivers.enabled_beta_drivers,
+    )
 }
 
 /// The conductor. Cheap to clone; implements `magnum_rpc::ConductorApi`.

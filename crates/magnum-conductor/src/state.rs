@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::NaiveDateTime;
-use magnum_core::config::Config;
+use magnum_conf::config::Config;
 use magnum_core::{Error, RequestContext, Result};
 use magnum_db::Database;
 use magnum_db::repo::cluster::Cluster;
@@ -15,9 +15,9 @@ use magnum_db::repo::cluster_template::ClusterTemplate;
 use magnum_db::repo::nodegroup::NodeGroup;
 use tokio::sync::mpsc;
 
-use crate::certs::ClusterPki;
-use crate::driver::{Driver, DriverRegistry, StatusWaker};
 use crate::notify::{Action, Notifier, Outcome};
+use magnum_certs::ClusterPki;
+use magnum_driver::{Driver, DriverRegistry, StatusWaker};
 
 pub const BINARY: &str = "magnum-conductor";
 

@@ -14,12 +14,12 @@ use magnum_db::repo::cluster::Cluster;
 use magnum_db::repo::nodegroup::NodeGroup;
 use tokio::sync::{Semaphore, mpsc};
 
-use crate::driver::{Driver, StatusReport};
 use crate::handlers::{action_of, fail, finish_delete, resume_create, save_cluster, save_ng};
 use crate::notify::Action;
 use crate::partition::{Members, ownership_window};
 use crate::state::{BINARY, Inner};
 use crate::worker::{WorkerContext, WorkerError};
+use magnum_driver::{Driver, StatusReport};
 
 const IN_PROGRESS: [&str; 4] = [
     "CREATE_IN_PROGRESS",

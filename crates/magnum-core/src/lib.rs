@@ -1,5 +1,6 @@
 //! Domain types shared by every layer of magnum-rs: ids, statuses, typed models, the request
-//! context, domain errors, Python-compatible text (py) and the magnum.conf option registry. Depends on nothing heavier than serde.
+//! context, domain errors, Python-compatible text (py) and metrics. Depends on nothing heavier than serde;
+//! configuration and policy live in `magnum-conf`.
 
 pub mod context;
 pub mod error;
@@ -12,5 +13,3 @@ pub mod status;
 
 pub use context::{RequestContext, UserToken};
 pub use error::{Error, ErrorKind, Result};
-pub mod config;
-pub mod policy;

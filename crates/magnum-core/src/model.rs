@@ -80,6 +80,44 @@ pub struct Cluster {
     pub updated_at: Option<NaiveDateTime>,
 }
 
+impl Cluster {
+    /// A cluster with only its identity set, as a row freshly inserted with no optional
+    /// column yet (tests and drivers' dry runs build on it).
+    pub fn new(uuid: ClusterUuid, name: impl Into<String>) -> Self {
+        Self {
+            uuid,
+            name: name.into(),
+            project_id: None,
+            user_id: None,
+            cluster_template_id: None,
+            keypair: None,
+            docker_volume_size: None,
+            labels: Labels::new(),
+            master_flavor_id: None,
+            flavor_id: None,
+            stack_id: None,
+            status: None,
+            status_reason: None,
+            health_status: None,
+            create_timeout: None,
+            api_address: None,
+            discovery_url: None,
+            coe_version: None,
+            container_version: None,
+            fixed_network: None,
+            fixed_subnet: None,
+            floating_ip_enabled: false,
+            master_lb_enabled: false,
+            ca_cert_ref: None,
+            magnum_cert_ref: None,
+            etcd_ca_cert_ref: None,
+            front_proxy_ca_cert_ref: None,
+            created_at: None,
+            updated_at: None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Nodegroup {
     pub uuid: NodeGroupUuid,

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use magnum_core::config::Config;
+use magnum_conf::config::Config;
 use magnum_db::schema::{self, ALEMBIC_HEAD, UpgradeOutcome};
 use magnum_db::{Database, SchemaError};
 
@@ -100,8 +100,8 @@ pub async fn status(cfg: &Config, config_dirs: &[std::path::PathBuf]) -> Result<
             }
         }
     }
-    let policy = magnum_core::policy::Enforcer::new(
-        magnum_core::policy::PolicyOptions::from_config(cfg, config_dirs),
+    let policy = magnum_conf::policy::Enforcer::new(
+        magnum_conf::policy::PolicyOptions::from_config(cfg, config_dirs),
     );
     report(
         "policy",

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use magnum_core::config::{self, Config};
+use magnum_conf::config::{self, Config};
 
 /// jemalloc, with background threads and a one-second decay of freed pages compiled in
 /// (`JEMALLOC_SYS_WITH_MALLOC_CONF`, .cargo/config.toml): pages go back to the system about

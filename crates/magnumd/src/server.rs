@@ -9,8 +9,8 @@ use magnum_api::{
     ApiSettings, AppState, Auth, NoValidation, OpenStackValidator, ResourceValidator,
     ServiceSettings, Services,
 };
-use magnum_core::config::Config;
-use magnum_core::policy::{Enforcer, PolicyOptions};
+use magnum_conf::config::Config;
+use magnum_conf::policy::{Enforcer, PolicyOptions};
 use magnum_db::Database;
 use magnum_openstack::keystone::{Keystone, KeystoneSettings};
 
@@ -53,7 +53,7 @@ fn service_settings(cfg: &Config) -> ServiceSettings {
             .clone(),
         default_boot_volume_size: i64::from(cfg.cinder.default_boot_volume_size),
         // The drivers a conductor reading this magnum.conf registers.
-        drivers: magnum_conductor::driver::DriverRegistry::from_config(cfg).names(),
+        drivers: magnum_conductor::drivers_from_config(cfg).names(),
         default_driver: cfg.drivers.default_driver.clone(),
     }
 }

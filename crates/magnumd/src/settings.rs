@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use magnum_core::config::Config;
+use magnum_conf::config::Config;
 use magnum_db::{DbSettings, DbUrl};
 
 use crate::Failure;
@@ -61,7 +61,7 @@ pub fn embedded_defaults(
     }
     if !found_config || cfg.database.connection.expose().starts_with("sqlite") {
         cfg.database.connection =
-            magnum_core::config::Secret::new(format!("sqlite:///{}/magnum.sqlite", dir.display()));
+            magnum_conf::config::Secret::new(format!("sqlite:///{}/magnum.sqlite", dir.display()));
     }
     Ok(())
 }

@@ -4,8 +4,8 @@
 //! answers), printed as oslo.upgradecheck's table, with its exit codes: 0 success, 1 warning,
 //! 2 failure.
 
+use magnum_conf::config::Config;
 use magnum_core::RequestContext;
-use magnum_core::config::Config;
 use magnum_db::repo::Page;
 use magnum_db::schema::{self, ALEMBIC_HEAD};
 
@@ -46,7 +46,7 @@ fn check(name: &'static str, outcome: Outcome, details: Option<String>) -> Check
 fn policy(cfg: &Config, config_dirs: &[std::path::PathBuf]) -> [Check; 2] {
     let migration = "Policy File JSON to YAML Migration";
     let loads = "Policy file loads";
-    match magnum_core::policy::Enforcer::new(magnum_core::policy::PolicyOptions::from_config(
+    match magnum_conf::policy::Enforcer::new(magnum_conf::policy::PolicyOptions::from_config(
         cfg,
         config_dirs,
     )) {
@@ -116,7 +116,7 @@ async fn database(cfg: &Config) -> (Check, Option<Check>) {
 /// managed after the cut-over.
 async fn template_drivers(cfg: &Config, db: &magnum_db::Database) -> Check {
     let name = "Cluster template drivers";
-    let registry = magnum_conductor::driver::DriverRegistry::from_config(cfg);
+    let registry = magnum_conductor::drivers_from_config(cfg);
     let all = RequestContext::admin_all_tenants();
     let rows = match db.cluster_templates().list(&all, &Page::default()).await {
         Ok(r) => r,

@@ -76,7 +76,7 @@ pub async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
     }
 }
 
-fn owner(c: &Cluster) -> magnum_core::policy::Target {
+fn owner(c: &Cluster) -> magnum_conf::policy::Target {
     owner_target(c.project_id.as_deref(), c.user_id.as_deref())
 }
 

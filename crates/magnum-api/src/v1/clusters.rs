@@ -680,7 +680,7 @@ async fn template_labels(
     }
 }
 
-fn owner(c: &Cluster) -> magnum_core::policy::Target {
+fn owner(c: &Cluster) -> magnum_conf::policy::Target {
     owner_target(c.project_id.as_deref(), c.user_id.as_deref())
 }
 

@@ -30,7 +30,7 @@ use axum::body::Body;
 use axum::response::Response;
 use chrono::NaiveDateTime;
 use http::{HeaderValue, StatusCode};
-use magnum_core::policy::Target;
+use magnum_conf::policy::Target;
 use magnum_db::{Page, SortDir};
 use serde_json::{Value, json};
 

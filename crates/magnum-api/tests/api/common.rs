@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use magnum_api::{ApiSettings, AppState, Auth, ServiceSettings, Services};
 use magnum_api::{Flavor, Found, Image, Lookups, Named, ResourceValidator};
+use magnum_conf::policy::{Enforcer, PolicyOptions};
 use magnum_core::RequestContext;
-use magnum_core::policy::{Enforcer, PolicyOptions};
 use magnum_db::{Database, DbSettings, DbUrl};
 use magnum_testkit::db::{self, ServerDb};
 use serde_json::Value;

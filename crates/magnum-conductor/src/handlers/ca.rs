@@ -7,9 +7,9 @@ use magnum_core::{Error, RequestContext, Result};
 use magnum_rpc::{GetCaCertificate, SignCertificate};
 
 use super::{cert_ctx, fail, save_cluster, status};
-use crate::certs::{CaType, ClusterCertRefs, ClusterPki};
 use crate::notify::{Action, Outcome};
 use crate::state::Inner;
+use magnum_certs::{CaType, ClusterCertRefs, ClusterPki};
 
 /// The CA a request names, and the cluster's certificate references and store context.
 async fn cluster_ca(

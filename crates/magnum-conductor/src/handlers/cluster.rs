@@ -8,9 +8,9 @@ use magnum_db::repo::nodegroup::NodeGroup;
 use magnum_rpc::{ClusterResize, ClusterUpdate, ClusterUpgrade};
 
 use super::{cert_ctx, fail, save_cluster, save_ng, status};
-use crate::certs::{ClusterCertRefs, ClusterPki};
 use crate::notify::{Action, Outcome};
 use crate::state::Inner;
+use magnum_certs::{ClusterCertRefs, ClusterPki};
 
 fn default_worker(ngs: &[NodeGroup]) -> Option<&NodeGroup> {
     ngs.iter()

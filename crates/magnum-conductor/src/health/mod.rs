@@ -28,7 +28,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use tokio::task::JoinSet;
 
-use crate::x509::KeyPairPem;
+use magnum_certs::x509::KeyPairPem;
 
 /// The health reason: `{"api": ..., "<node name>.Ready": "True"|"False"|"Unknown"}`, values
 /// always strings.

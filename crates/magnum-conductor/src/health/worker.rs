@@ -14,11 +14,11 @@ use magnum_db::repo::cluster::Cluster;
 use serde_json::{Map, Value, json};
 
 use super::{HealthProber, HealthSettings, ProbeOutcome, ProbeTarget};
-use crate::certs::ClusterCertRefs;
-use crate::driver::Driver;
 use crate::state::Inner;
 use crate::worker::{Worker, WorkerContext, WorkerError};
-use crate::x509::KeyPairPem;
+use magnum_certs::ClusterCertRefs;
+use magnum_certs::x509::KeyPairPem;
+use magnum_driver::Driver;
 
 /// Statuses upstream's health task polls (conductor.md §5.2), less the deleting ones: a
 /// cluster on its way out has no health worth recording.
@@ -214,7 +214,7 @@ async fn material_of<'a>(
         );
         let ca_pem = inner
             .pki
-            .ca_certificate(&ctx, &refs, crate::certs::CaType::Kubernetes)
+            .ca_certificate(&ctx, &refs, magnum_certs::CaType::Kubernetes)
             .await?;
         let client = inner.pki.admin_client(&ctx, &refs).await?;
         cache.insert(

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, Once};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use magnum_core::config::Config;
+use magnum_conf::config::Config;
 use magnum_core::{RequestContext, Result};
 use magnum_db::repo::cluster::Cluster;
 use magnum_db::repo::nodegroup::NodeGroup;

@@ -12,14 +12,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use magnum_conductor::driver::Driver;
-use magnum_conductor::driver::capi::kube::Management;
-use magnum_conductor::driver::capi::render::{Cas, CloudConfig};
-use magnum_conductor::driver::capi::{CapiDriver, LoadBalancer, Source};
-use magnum_core::config::ClusterApiSection;
+use magnum_conf::config::ClusterApiSection;
 use magnum_core::model::{Cluster, ClusterTemplate, Nodegroup};
 use magnum_core::status::ClusterStatus;
 use magnum_core::{Error, RequestContext, Result};
+use magnum_driver::Driver;
+use magnum_driver_capi::kube::Management;
+use magnum_driver_capi::render::{Cas, CloudConfig};
+use magnum_driver_capi::{CapiDriver, LoadBalancer, Source};
 use serde_json::json;
 
 struct NoSource;

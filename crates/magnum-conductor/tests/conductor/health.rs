@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use magnum_certs::x509::{KeyPairPem, X509Options, generate_ca, generate_client_cert};
 use magnum_conductor::health::{HealthProber, HealthSettings, ProbeOutcome, ProbeTarget};
-use magnum_conductor::x509::{KeyPairPem, X509Options, generate_ca, generate_client_cert};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,

@@ -10,18 +10,18 @@ mod health;
 use std::sync::Arc;
 use std::time::Duration;
 
-use magnum_conductor::certs::{ClusterPki, X509KeyPairStore};
-use magnum_conductor::driver::{Driver, DriverRegistry, SimulatedDriver};
+use magnum_certs::x509::X509Options;
+use magnum_certs::{ClusterPki, X509KeyPairStore};
 use magnum_conductor::notify::{CaptureDriver, Notifier};
-use magnum_conductor::x509::X509Options;
 use magnum_conductor::{Conductor, ConductorSettings};
-use magnum_core::config::SimulatedDriverSection;
+use magnum_conf::config::SimulatedDriverSection;
 use magnum_core::model;
 use magnum_core::{Error, RequestContext};
 use magnum_db::Database;
 use magnum_db::repo::cluster::Cluster;
 use magnum_db::repo::cluster_template::ClusterTemplate;
 use magnum_db::repo::nodegroup::NodeGroup;
+use magnum_driver::{Driver, DriverRegistry, SimulatedDriver};
 use magnum_rpc::*;
 use sea_orm::ConnectionTrait;
 
@@ -732,7 +732,7 @@ impl Driver for StackDriver {
     fn name(&self) -> &str {
         "stacks"
     }
-    fn provides(&self) -> Vec<magnum_conductor::driver::Provides> {
+    fn provides(&self) -> Vec<magnum_driver::Provides> {
         Vec::new()
     }
     async fn create_cluster(
@@ -741,7 +741,7 @@ impl Driver for StackDriver {
         _: &model::Cluster,
         _: &[model::Nodegroup],
         _: Option<i32>,
-    ) -> magnum_core::Result<magnum_conductor::driver::ClusterChanges> {
+    ) -> magnum_core::Result<magnum_driver::ClusterChanges> {
         Ok(Default::default())
     }
     async fn update_cluster(
@@ -770,7 +770,7 @@ impl Driver for StackDriver {
         _: &model::ClusterTemplate,
         _: Option<i32>,
         _: &model::Nodegroup,
-    ) -> magnum_core::Result<magnum_conductor::driver::ClusterChanges> {
+    ) -> magnum_core::Result<magnum_driver::ClusterChanges> {
         Ok(Default::default())
     }
     async fn delete_cluster(
@@ -808,7 +808,7 @@ impl Driver for StackDriver {
         &self,
         cluster: &model::Cluster,
         _: &[model::Nodegroup],
-    ) -> magnum_core::Result<magnum_conductor::driver::StatusReport> {
+    ) -> magnum_core::Result<magnum_driver::StatusReport> {
         let stack = cluster.stack_id.clone().unwrap_or_default();
         let current = cluster.status.map_or("", |s| s.as_str()).to_owned();
         let backend = self.stacks.lock().unwrap().get(&stack).cloned();
@@ -826,7 +826,7 @@ impl Driver for StackDriver {
                 )
             }
         };
-        Ok(magnum_conductor::driver::StatusReport {
+        Ok(magnum_driver::StatusReport {
             status: status.parse().ok(),
             status_reason: Some(reason),
             ..Default::default()

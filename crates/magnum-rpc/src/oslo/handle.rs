@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use magnum_core::config::Config;
+use magnum_conf::config::Config;
 
 use super::client::OsloTransport;
 use super::codec::Codec;

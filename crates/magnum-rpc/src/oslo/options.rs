@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use lapin::types::{AMQPValue, FieldTable, ShortString};
-use magnum_core::config::Config;
+use magnum_conf::config::Config;
 
 use super::url::{TransportUrl, UrlError};
 

@@ -429,7 +429,7 @@ mod tests {
     use x509_parser::prelude::{FromDer, X509Certificate};
 
     use super::*;
-    use crate::certs::{LocalStore, X509KeyPairStore};
+    use crate::{LocalStore, X509KeyPairStore};
     use magnum_testkit::db::sqlite_at_head as sqlite_db;
 
     fn der(pem: &str) -> Vec<u8> {

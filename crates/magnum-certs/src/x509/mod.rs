@@ -14,7 +14,7 @@ mod test_support;
 
 use std::fmt;
 
-use magnum_core::config::X509Section;
+use magnum_conf::config::X509Section;
 
 pub use generate::{generate_ca, generate_client_cert};
 pub use sign::sign_csr;

@@ -5,7 +5,6 @@
 //! persists it with guarded writes, so the "you must save" contract that drivers forgot
 //! cannot be forgotten here. One instance per driver lives for the whole process.
 
-pub mod capi;
 mod metered;
 pub mod simulated;
 
@@ -238,23 +237,6 @@ impl DriverRegistry {
             reg.by_name.insert(name, d);
         }
         reg
-    }
-
-    /// The drivers `magnumd` has, as magnum.conf enables them (without a status waker: for
-    /// checks that only resolve templates, such as `magnumd status upgrade check`).
-    pub fn from_config(cfg: &magnum_core::config::Config) -> Self {
-        let simulated: Arc<dyn Driver> = Arc::new(SimulatedDriver::new(&cfg.simulated_driver));
-        let mut drivers = vec![simulated];
-        if cfg.cluster_api.enabled {
-            for d in capi::CapiDriver::all(&cfg.cluster_api) {
-                drivers.push(d);
-            }
-        }
-        Self::new(
-            drivers,
-            &cfg.drivers.disabled_drivers,
-            &cfg.drivers.enabled_beta_drivers,
-        )
     }
 
     pub fn names(&self) -> Vec<String> {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use magnum_conf::config::ClusterApiSection;
 use magnum_core::Error;
-use magnum_core::config::ClusterApiSection;
 use serde_json::Value;
 
 /// The field manager of every write: one owner for everything the driver renders, so an

@@ -30,7 +30,7 @@ const EXTENSION_NAMES: &[(&str, &str)] = &[
 
 /// Key-usage names indexed by their KeyUsage bit number (RFC 5280 §4.2.1.3): the config
 /// registry lists them in bit order.
-const KEY_USAGE_NAMES: &[&str] = magnum_core::config::X509_KEY_USAGES;
+const KEY_USAGE_NAMES: &[&str] = magnum_conf::config::X509_KEY_USAGES;
 const KEY_AGREEMENT_BIT: usize = 4;
 const CA_KEY_USAGE_BITS: [usize; 2] = [5, 6];
 

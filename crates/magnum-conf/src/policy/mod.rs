@@ -8,7 +8,7 @@
 //!
 //! ```
 //! use magnum_core::RequestContext;
-//! use magnum_core::policy::{Enforcer, PolicyOptions, Target};
+//! use magnum_conf::policy::{Enforcer, PolicyOptions, Target};
 //!
 //! let enforcer = Enforcer::new(PolicyOptions::default()).unwrap();
 //! let ctx = RequestContext::for_project("p1", "u1");

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::RequestContext;
+use magnum_core::RequestContext;
 
 /// The project and creator of the resource the `R` rows act on.
 const PROJECT_A: &str = "A";

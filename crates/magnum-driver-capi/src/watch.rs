@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::kube::{Kind, Management, to_value};
 use super::render::{CAPI_CLUSTER_LABEL, UUID_LABEL};
-use crate::driver::StatusWaker;
+use magnum_driver::StatusWaker;
 
 /// How long a poll waits for the first listing before asking the API server directly.
 const READY_WAIT: Duration = Duration::from_secs(2);

@@ -16,7 +16,7 @@ mod watch;
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
-use magnum_core::config::ClusterApiSection;
+use magnum_conf::config::ClusterApiSection;
 use magnum_core::model::{Cluster, ClusterTemplate, Nodegroup as NodeGroup, NodegroupRole};
 use magnum_core::status::ClusterStatus as S;
 use magnum_core::{Error, RequestContext, Result};
@@ -26,7 +26,7 @@ use tokio::sync::OnceCell;
 use self::kube::{Kind, Management};
 use self::render::{Addons, CAPI_CLUSTER_LABEL, CLASS, Cas, CloudConfig, Inputs, UUID_LABEL};
 use self::status::{Operation, Snapshot};
-use super::{
+use magnum_driver::{
     ClusterChanges, Driver, HealthReport, NodegroupReport, Provides, StatusReport, StatusWaker,
 };
 

@@ -2,19 +2,22 @@
 //!
 //! A [`CertStore`] keeps one certificate with its encrypted key and passphrase under an
 //! opaque reference (the values of the cluster's `*_cert_ref` columns). [`ClusterPki`]
-//! builds the four pairs of a cluster on top of a store, signs CSRs and cleans up.
+//! builds the four pairs of a cluster on top of a store, signs CSRs and cleans up; [`x509`]
+//! generates and signs the certificates themselves. Its own crate so that the X.509 and
+//! PKCS#8 stack is not rebuilt with the conductor.
 
 mod barbican;
 mod keys;
 mod local;
 mod pki;
+pub mod x509;
 mod x509keypair;
 
 use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use magnum_core::config::Config;
+use magnum_conf::config::Config;
 use magnum_core::{Error, RequestContext, Result};
 use magnum_db::Database;
 

@@ -9,8 +9,8 @@ use super::check::{Check, Kind, Pattern, parse_rule, role_matches};
 use super::creds::{Credentials, Target};
 use super::defaults::{RuleDefault, defaults};
 use super::file;
-use crate::RequestContext;
 use crate::config::Config;
+use magnum_core::RequestContext;
 
 /// The rule oslo falls back to for an undefined `rule:` reference (`policy_default_rule`).
 const DEFAULT_RULE: &str = "default";

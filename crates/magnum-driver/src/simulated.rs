@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::Utc;
-use magnum_core::config::SimulatedDriverSection;
+use magnum_conf::config::SimulatedDriverSection;
 use magnum_core::model::{self, Cluster, ClusterTemplate, Labels, Nodegroup as NodeGroup};
 use magnum_core::status::{ClusterHealthStatus, ClusterStatus};
 use magnum_core::{Error, RequestContext, Result};

@@ -5,7 +5,7 @@ use magnum_core::status::ClusterHealthStatus as H;
 use serde_json::{Map, Value, json};
 
 use super::status::is_condition_true;
-use crate::driver::HealthReport;
+use magnum_driver::HealthReport;
 
 /// HEALTHY when the control plane is available and every Machine's node is healthy.
 pub fn from_management(kcp: &Value, machines: &[Value]) -> HealthReport {

@@ -187,17 +187,14 @@ impl Driver for Metered {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::driver::SimulatedDriver;
+    use crate::SimulatedDriver;
 
     #[tokio::test]
     async fn records_calls_and_health() {
-        let cfg = magnum_core::config::Config::default();
+        let cfg = magnum_conf::config::Config::default();
         let d = Metered::wrap(Arc::new(SimulatedDriver::new(&cfg.simulated_driver)));
-        let row = magnum_db::repo::cluster::Cluster {
-            uuid: Some("6f1b7e43-57f6-4c5d-9a45-2f1f0fbc0a11".into()),
-            ..Default::default()
-        };
-        let _ = d.poll_status(&crate::handlers::dc(&row), &[]).await;
+        let c = magnum_core::model::Cluster::new("6f1b7e43-57f6-4c5d-9a45-2f1f0fbc0a11".into(), "");
+        let _ = d.poll_status(&c, &[]).await;
         let text = magnum_core::metrics::metrics().unwrap().render();
         assert!(
             text.contains(r#"magnum_driver_call_duration_seconds_count{driver="simulated",operation="poll_status""#),

@@ -1,6 +1,6 @@
 //! What a rule is evaluated against: the caller's credentials and the target resource.
 
-use crate::RequestContext;
+use magnum_core::RequestContext;
 
 /// The target of an operation: string keys to Python-rendered values, e.g. a resource's
 /// `project_id` and `user_id`. A key present with no value is Python's `None` and renders as
