@@ -21,12 +21,6 @@ use crate::state::{BINARY, Inner};
 use crate::worker::{WorkerContext, WorkerError};
 use magnum_driver::{Driver, StatusReport};
 
-const IN_PROGRESS: [&str; 4] = [
-    "CREATE_IN_PROGRESS",
-    "UPDATE_IN_PROGRESS",
-    "DELETE_IN_PROGRESS",
-    "ROLLBACK_IN_PROGRESS",
-];
 /// Bound on concurrent driver polls, so a slow backend cannot pile up work.
 const MAX_CONCURRENT: usize = 16;
 /// Longest a driver may take to answer one poll.
@@ -114,7 +108,11 @@ pub(crate) async fn sweep(c: &Arc<Inner>, permits: &Arc<Semaphore>) -> Result<Me
     use tokio::task::JoinSet;
     let inner = c.as_ref();
     let members = members(inner).await?;
-    let mut owned = inner.db.clusters().uuids_with_status(&IN_PROGRESS).await?;
+    let mut owned = inner
+        .db
+        .clusters()
+        .uuids_with_status(&S::IN_PROGRESS)
+        .await?;
     let in_progress = owned.len();
     owned.retain(|u| members.owns(u));
     tracing::debug!(
@@ -126,9 +124,9 @@ pub(crate) async fn sweep(c: &Arc<Inner>, permits: &Arc<Semaphore>) -> Result<Me
     if owned.is_empty() {
         return Ok(members);
     }
-    let templates = templates_in(inner, &IN_PROGRESS).await?;
+    let templates = templates_in(inner, &S::IN_PROGRESS).await?;
     let clusters = inner.db.clusters();
-    let (read, mut arriving) = clusters.stream_among(&IN_PROGRESS, &owned, true);
+    let (read, mut arriving) = clusters.stream_among(&S::IN_PROGRESS, &owned, true);
     drop(owned);
     let dispatch = async {
         let mut tasks = JoinSet::new();
@@ -165,7 +163,7 @@ pub(crate) async fn sweep(c: &Arc<Inner>, permits: &Arc<Semaphore>) -> Result<Me
 /// shared).
 pub(crate) async fn templates_in(
     inner: &Inner,
-    statuses: &[&str],
+    statuses: &[S],
 ) -> Result<HashMap<String, magnum_db::repo::cluster_template::ClusterTemplate>> {
     let all = inner
         .db
@@ -182,12 +180,12 @@ pub(crate) async fn templates_in(
 pub(crate) async fn sync_one(inner: &Inner, uuid: &str) -> Result<()> {
     let admin = RequestContext::admin_all_tenants();
     let (cluster, ngs) = inner.load(&admin, uuid).await?;
-    let status = cluster.status.clone().unwrap_or_default();
-    if IN_PROGRESS.contains(&status.as_str()) {
+    let status = cluster.current_status();
+    if status.is_some_and(S::is_in_progress) {
         let driver = inner.driver_for(&cluster).await;
         return process(inner, cluster, ngs, driver).await;
     }
-    if RECOVERABLE.contains(&status.as_str()) {
+    if status.is_some_and(|s| RECOVERABLE.contains(&s)) {
         return recover(inner, cluster, ngs).await;
     }
     Ok(())
@@ -197,7 +195,7 @@ pub(crate) async fn sync_one(inner: &Inner, uuid: &str) -> Result<()> {
 /// failed on the way. When the driver wakes the sync for one and its objects have since
 /// converged, the cluster becomes complete again (Cluster API keeps reconciling after
 /// Magnum gave up; upstream left such clusters failed for good).
-const RECOVERABLE: [&str; 2] = ["CREATE_FAILED", "UPDATE_FAILED"];
+const RECOVERABLE: [S; 2] = [S::CreateFailed, S::UpdateFailed];
 
 async fn recover(inner: &Inner, cluster: Cluster, ngs: Vec<NodeGroup>) -> Result<()> {
     let driver = inner.driver_for(&cluster).await?;
@@ -235,7 +233,7 @@ async fn process(
 ) -> Result<()> {
     let uuid = cluster.uuid.clone().unwrap_or_default();
     let now = magnum_db::repo::now();
-    let creating = cluster.status.as_deref() == Some(S::CreateInProgress.as_str());
+    let creating = cluster.current_status() == Some(S::CreateInProgress);
     if creating && let Some(minutes) = timed_out(&cluster, now) {
         let reason = format!(
             "Cluster creation did not complete within its create_timeout of {minutes} minutes."
@@ -244,7 +242,7 @@ async fn process(
         let _held = lock.lock().await;
         for ng in ngs
             .iter()
-            .filter(|ng| ng.status.as_deref() == Some(S::CreateInProgress.as_str()))
+            .filter(|ng| ng.current_status() == Some(S::CreateInProgress))
         {
             let _ = save_ng(inner, ng, |m| {
                 m.status = Some(S::CreateFailed.as_str().to_owned());
@@ -281,7 +279,7 @@ async fn process(
         Ok(d) => d,
         Err(e) => {
             let admin = RequestContext::admin_all_tenants();
-            let (action, to) = failure_for(cluster.status.as_deref().unwrap_or_default());
+            let (action, to) = failure_for(cluster.current_status());
             fail(inner, &admin, &uuid, action, to, &e.to_string()).await;
             return Ok(());
         }
@@ -303,10 +301,10 @@ async fn process(
     apply(inner, cluster, ngs, report).await
 }
 
-fn failure_for(status: &str) -> (Action, S) {
+fn failure_for(status: Option<S>) -> (Action, S) {
     match status {
-        "CREATE_IN_PROGRESS" => (Action::Create, S::CreateFailed),
-        "DELETE_IN_PROGRESS" => (Action::Delete, S::DeleteFailed),
+        Some(S::CreateInProgress) => (Action::Create, S::CreateFailed),
+        Some(S::DeleteInProgress) => (Action::Delete, S::DeleteFailed),
         _ => (Action::Update, S::UpdateFailed),
     }
 }
@@ -385,7 +383,7 @@ async fn apply(
     })
     .await?;
     if saved.status != before
-        && let Some((action, outcome)) = saved.status.as_deref().and_then(action_of)
+        && let Some((action, outcome)) = saved.current_status().and_then(action_of)
     {
         let admin = RequestContext::admin_all_tenants();
         inner

@@ -19,6 +19,22 @@ pub fn label(labels: &Labels, key: &str) -> Option<String> {
     })
 }
 
+/// How a nodegroup whose `node_count` column is NULL counts toward its cluster's
+/// `node_count` / `master_count`. Upstream answers in two ways, and magnum-rs keeps both
+/// because clients see both:
+/// - Wherever it sums nodegroup *objects* (the API's cluster views, the CADF notifications,
+///   the RPC objects), a NULL reads as 1: `NodeGroup.node_count` is a non-nullable field whose
+///   default is 1, and oslo.versionedobjects gives a non-nullable field its default for None.
+///   This function is that rule.
+/// - Wherever it sums in SQL (the stats API's `nodes`, the clusters list's `node_count` and
+///   `master_count` filters), `SUM` skips NULLs: it counts 0. Storage writes those queries
+///   with `SUM` as upstream does, so they follow it by themselves.
+pub fn object_node_count(stored: Option<i32>) -> i32 {
+    /// `NodeGroup.node_count`'s default in upstream's object.
+    const OBJECT_DEFAULT: i32 = 1;
+    stored.unwrap_or(OBJECT_DEFAULT)
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NodegroupRole {
     Master,

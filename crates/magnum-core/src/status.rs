@@ -123,8 +123,93 @@ impl ClusterStatus {
     }
 
     pub fn is_in_progress(self) -> bool {
-        self.as_str().ends_with("_IN_PROGRESS")
+        self.stage() == Stage::InProgress
     }
+
+    pub fn is_complete(self) -> bool {
+        self.stage() == Stage::Complete
+    }
+
+    /// Every `*_IN_PROGRESS` status: the clusters the status sync watches.
+    pub const IN_PROGRESS: [ClusterStatus; 4] = [
+        ClusterStatus::CreateInProgress,
+        ClusterStatus::UpdateInProgress,
+        ClusterStatus::DeleteInProgress,
+        ClusterStatus::RollbackInProgress,
+    ];
+
+    /// The operation the status belongs to (its first word).
+    pub fn phase(self) -> Phase {
+        use ClusterStatus::*;
+        match self {
+            CreateInProgress | CreateFailed | CreateComplete => Phase::Create,
+            UpdateInProgress | UpdateFailed | UpdateComplete => Phase::Update,
+            DeleteInProgress | DeleteFailed | DeleteComplete => Phase::Delete,
+            ResumeComplete | ResumeFailed => Phase::Resume,
+            RestoreComplete => Phase::Restore,
+            RollbackInProgress | RollbackFailed | RollbackComplete => Phase::Rollback,
+            SnapshotComplete => Phase::Snapshot,
+            CheckComplete => Phase::Check,
+            AdoptComplete => Phase::Adopt,
+        }
+    }
+
+    /// Where the operation stands (the status's last word).
+    pub fn stage(self) -> Stage {
+        use ClusterStatus::*;
+        match self {
+            CreateInProgress | UpdateInProgress | DeleteInProgress | RollbackInProgress => {
+                Stage::InProgress
+            }
+            CreateFailed | UpdateFailed | DeleteFailed | ResumeFailed | RollbackFailed => {
+                Stage::Failed
+            }
+            CreateComplete | UpdateComplete | DeleteComplete | ResumeComplete | RestoreComplete
+            | RollbackComplete | SnapshotComplete | CheckComplete | AdoptComplete => {
+                Stage::Complete
+            }
+        }
+    }
+
+    /// The status of `phase` at `stage`, where Magnum defines one.
+    pub fn of(phase: Phase, stage: Stage) -> Option<Self> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|s| s.phase() == phase && s.stage() == stage)
+    }
+
+    /// How an operation in progress ends: its phase's `*_COMPLETE` or `*_FAILED`.
+    pub fn finished(self, failed: bool) -> Option<Self> {
+        let stage = if failed {
+            Stage::Failed
+        } else {
+            Stage::Complete
+        };
+        Self::of(self.phase(), stage)
+    }
+}
+
+/// The operation of a [`ClusterStatus`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Phase {
+    Create,
+    Update,
+    Delete,
+    Resume,
+    Restore,
+    Rollback,
+    Snapshot,
+    Check,
+    Adopt,
+}
+
+/// The stage of a [`ClusterStatus`]'s operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stage {
+    InProgress,
+    Complete,
+    Failed,
 }
 
 #[cfg(test)]
@@ -152,5 +237,32 @@ mod tests {
         let failed = ClusterStatus::ALL.iter().filter(|s| s.is_failed()).count();
         assert_eq!(failed, 5);
         assert!(ClusterStatus::RollbackInProgress.is_in_progress());
+    }
+
+    #[test]
+    fn phase_and_stage_are_the_words_of_the_wire_name() {
+        for s in ClusterStatus::ALL {
+            let name = s.as_str();
+            let stage = match s.stage() {
+                Stage::InProgress => "_IN_PROGRESS",
+                Stage::Complete => "_COMPLETE",
+                Stage::Failed => "_FAILED",
+            };
+            assert!(name.ends_with(stage), "{name}");
+            let phase = format!("{:?}", s.phase()).to_uppercase();
+            assert_eq!(name.strip_suffix(stage), Some(phase.as_str()));
+            assert_eq!(ClusterStatus::of(s.phase(), s.stage()), Some(*s));
+        }
+        let in_progress: Vec<_> = ClusterStatus::ALL
+            .iter()
+            .copied()
+            .filter(|s| s.is_in_progress())
+            .collect();
+        assert_eq!(in_progress, ClusterStatus::IN_PROGRESS);
+        use ClusterStatus::*;
+        assert_eq!(CreateInProgress.finished(false), Some(CreateComplete));
+        assert_eq!(RollbackInProgress.finished(true), Some(RollbackFailed));
+        // Magnum defines no RESTORE_FAILED.
+        assert_eq!(RestoreComplete.finished(true), None);
     }
 }

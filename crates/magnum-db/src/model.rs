@@ -61,7 +61,7 @@ impl From<&nodegroup::Model> for Nodegroup {
             image_id: ng.image_id.clone(),
             node_addresses: loads(ng.node_addresses.as_deref()).unwrap_or_default(),
             // A NULL count reads as the object's default, 1.
-            node_count: ng.node_count.unwrap_or(1),
+            node_count: magnum_core::model::object_node_count(ng.node_count),
             role: NodegroupRole::parse(ng.role.as_deref()),
             max_node_count: ng.max_node_count,
             min_node_count: ng.min_node_count.unwrap_or(0),

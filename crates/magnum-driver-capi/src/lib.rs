@@ -465,7 +465,7 @@ impl CapiDriver {
             reported
                 .and_then(|r| r.status)
                 .or(ng.status)
-                .is_some_and(|s| s.as_str().ends_with("_IN_PROGRESS"))
+                .is_some_and(S::is_in_progress)
         });
         if let Some(ng) = busy
             && op != Operation::Delete
@@ -595,10 +595,9 @@ fn nodegroup_report(
 /// nodegroup already complete stays as it is when the verdict is complete too: an operation
 /// on another nodegroup must not relabel it (it read UPDATE_COMPLETE after its create).
 fn own_operation(current: Option<S>, verdict: S) -> S {
-    let complete = |s: S| s.as_str().ends_with("_COMPLETE");
     if let Some(c) = current
-        && complete(c)
-        && complete(verdict)
+        && c.is_complete()
+        && verdict.is_complete()
     {
         return c;
     }

@@ -21,7 +21,7 @@ use async_trait::async_trait;
 use chrono::Utc;
 use magnum_conf::config::SimulatedDriverSection;
 use magnum_core::model::{self, Cluster, ClusterTemplate, Labels, Nodegroup as NodeGroup};
-use magnum_core::status::{ClusterHealthStatus, ClusterStatus};
+use magnum_core::status::{ClusterHealthStatus, ClusterStatus, Phase};
 use magnum_core::{Error, RequestContext, Result};
 use serde_json::Value;
 
@@ -188,18 +188,15 @@ impl SimulatedDriver {
         {
             return Some(p.clone());
         }
-        let status = cluster.status?.as_str();
+        let status = cluster.status?;
         let busy_ng = nodegroups
             .iter()
             .find(|ng| !ng.is_default && ng.status.is_some_and(ClusterStatus::is_in_progress));
-        let op = match (
-            status,
-            busy_ng.and_then(|ng| ng.status.map(ClusterStatus::as_str)),
-        ) {
-            ("CREATE_IN_PROGRESS", _) => Op::Create,
-            ("DELETE_IN_PROGRESS", _) => Op::Delete,
-            (_, Some("CREATE_IN_PROGRESS")) => Op::NodegroupCreate,
-            (_, Some("DELETE_IN_PROGRESS")) => Op::NodegroupDelete,
+        let op = match (status, busy_ng.and_then(|ng| ng.status)) {
+            (ClusterStatus::CreateInProgress, _) => Op::Create,
+            (ClusterStatus::DeleteInProgress, _) => Op::Delete,
+            (_, Some(ClusterStatus::CreateInProgress)) => Op::NodegroupCreate,
+            (_, Some(ClusterStatus::DeleteInProgress)) => Op::NodegroupDelete,
             (_, Some(_)) => Op::NodegroupUpdate,
             _ => Op::Update,
         };
@@ -360,12 +357,11 @@ impl Driver for SimulatedDriver {
         cluster: &Cluster,
         nodegroups: &[NodeGroup],
     ) -> Result<StatusReport> {
-        let status = cluster.status.map_or("", ClusterStatus::as_str);
         let uuid = cluster.uuid.as_str();
-        if !status.ends_with("_IN_PROGRESS") {
+        let Some(status) = cluster.status.filter(|s| s.is_in_progress()) else {
             self.finish(uuid);
             return Ok(StatusReport::default());
-        }
+        };
         let Some(p) = self.current(cluster, nodegroups) else {
             return Ok(StatusReport::default());
         };
@@ -393,15 +389,14 @@ impl Driver for SimulatedDriver {
             .any(|o| o == p.op.label());
         self.finish(uuid);
 
-        let phase = status.trim_end_matches("_IN_PROGRESS");
-        let outcome = if failed { "FAILED" } else { "COMPLETE" };
+        let phase = status.phase();
         let reason = failed.then(|| failure_reason(p.op));
         let mut report = StatusReport {
-            status: format!("{phase}_{outcome}").parse().ok(),
+            status: status.finished(failed),
             status_reason: Some(reason.clone()),
             ..StatusReport::default()
         };
-        if phase == "CREATE" && !failed {
+        if phase == Phase::Create && !failed {
             report.api_address = Some(format!("https://192.0.2.{}:6443", spread(uuid) % 250 + 2));
             report.coe_version = Some(
                 label(&cluster.labels, "kube_tag").unwrap_or_else(|| DEFAULT_COE_VERSION.into()),
@@ -413,15 +408,12 @@ impl Driver for SimulatedDriver {
             reason.insert("api".into(), Value::String("ok".into()));
             report.health_status_reason = Some(reason);
         }
-        if phase == "UPDATE" && !failed {
+        if phase == Phase::Update && !failed {
             // The version the labels ask for (changed by an upgrade) is what now runs.
             report.coe_version = label(&cluster.labels, "kube_tag");
         }
         for ng in nodegroups {
-            let Some(ng_status) = ng.status.map(ClusterStatus::as_str) else {
-                continue;
-            };
-            let Some(ng_phase) = ng_status.strip_suffix("_IN_PROGRESS") else {
+            let Some(ng_status) = ng.status.filter(|s| s.is_in_progress()) else {
                 continue;
             };
             // A failure belongs to the nodegroup the operation was about (or, for cluster
@@ -433,11 +425,10 @@ impl Driver for SimulatedDriver {
                 stack_id: cluster.stack_id.clone().filter(|_| ng.stack_id.is_none()),
                 ..NodegroupReport::default()
             };
-            if ng_phase == "DELETE" && !ng_failed {
+            if ng_status.phase() == Phase::Delete && !ng_failed {
                 r.deleted = true;
             } else {
-                let o = if ng_failed { "FAILED" } else { "COMPLETE" };
-                r.status = format!("{ng_phase}_{o}").parse().ok();
+                r.status = ng_status.finished(ng_failed);
                 r.status_reason = Some(ng_failed.then(|| failure_reason(p.op)));
                 if !ng_failed {
                     r.node_addresses = Some(addresses(ng, ng.node_count));

@@ -38,7 +38,7 @@ pub const TEXT: Kind = Kind::Str { min: 0, max: 65535 };
 
 pub const CLUSTER_STATUSES: &[&str] = magnum_core::status::ClusterStatus::NAMES;
 
-const HEALTH_STATUSES: &[&str] = &["HEALTHY", "UNHEALTHY", "UNKNOWN"];
+const HEALTH_STATUSES: &[&str] = magnum_core::status::ClusterHealthStatus::NAMES;
 
 const NAME_PATTERN: &str = "^[a-zA-Z][a-zA-Z0-9_.-]*$";
 
@@ -158,8 +158,7 @@ impl Nodes {
     pub fn of<'a>(ngs: impl IntoIterator<Item = &'a NodeGroup>) -> Self {
         let mut n = Nodes::default();
         for ng in ngs {
-            // A NULL count reads as the object's default, 1.
-            let count = i64::from(ng.node_count.unwrap_or(1));
+            let count = i64::from(magnum_core::model::object_node_count(ng.node_count));
             let addrs: Vec<String> =
                 magnum_db::json::loads(ng.node_addresses.as_deref()).unwrap_or_default();
             if is_master(ng) {
@@ -969,15 +968,11 @@ async fn show(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
         .for_clusters(std::slice::from_ref(&uuid))
         .await?;
     let parent = template_labels(app, &ctx, c.cluster_template_id.as_deref()).await?;
-    let failed = c
-        .status
-        .as_deref()
-        .and_then(|s| s.parse::<ClusterStatus>().ok())
-        .is_some_and(ClusterStatus::is_failed);
+    let failed = c.current_status().is_some_and(ClusterStatus::is_failed);
     let faults = failed.then(|| {
         groups
             .iter()
-            .filter(|ng| ng.status.as_deref().is_some_and(|s| s.ends_with("FAILED")))
+            .filter(|ng| ng.current_status().is_some_and(ClusterStatus::is_failed))
             .map(|ng| {
                 (
                     ng.name.clone(),

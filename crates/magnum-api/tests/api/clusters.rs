@@ -180,6 +180,33 @@ async fn create_stores_the_cluster_and_its_default_nodegroups_then_casts() {
     assert!(r.body["clusters"][0].get("cluster_id").is_none());
 }
 
+/// A worker nodegroup whose `node_count` is NULL (a row another writer left) counts 1 in the
+/// cluster's `node_count`, as upstream's views sum NodeGroup objects (whose field defaults to
+/// 1); the stats API sums in SQL and skips it (`magnum_core::model::object_node_count`).
+#[tokio::test]
+async fn a_null_nodegroup_count_counts_one_in_views_and_none_in_stats() {
+    let s = start().await;
+    template(&s, MEMBER, &template_body("k8s")).await;
+    let uuid = create(
+        &s,
+        MEMBER,
+        &json!({"cluster_template_id": "k8s", "master_count": 1, "node_count": 2}),
+    )
+    .await;
+    s.db.execute_text(&format!(
+        "UPDATE nodegroup SET node_count = NULL WHERE cluster_id = '{uuid}' AND role = 'worker'"
+    ))
+    .await
+    .unwrap();
+    let shown = s.get(MEMBER, &format!("/v1/clusters/{uuid}")).await;
+    assert_eq!(shown.body["node_count"], json!(1), "{}", shown.body);
+    assert_eq!(shown.body["master_count"], json!(1));
+    let listed = s.get(MEMBER, "/v1/clusters").await;
+    assert_eq!(listed.body["clusters"][0]["node_count"], json!(1));
+    let stats = s.get(ADMIN, "/v1/stats").await;
+    assert_eq!(stats.body["nodes"], json!(1), "{}", stats.body);
+}
+
 #[tokio::test]
 async fn create_defaults_labels_and_names() {
     let s = start().await;

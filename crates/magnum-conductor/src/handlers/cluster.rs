@@ -59,8 +59,7 @@ pub(crate) async fn create(inner: &Inner, ctx: &RequestContext, uuid: &str) -> R
     let lock = inner.lock_for(uuid);
     let _held = lock.lock().await;
     let (cluster, ngs) = inner.load(ctx, uuid).await?;
-    if cluster.status.as_deref() != Some(S::CreateInProgress.as_str()) || cluster.stack_id.is_some()
-    {
+    if cluster.current_status() != Some(S::CreateInProgress) || cluster.stack_id.is_some() {
         return Ok(());
     }
     match drive_create(inner, ctx, cluster, &ngs).await {
@@ -379,7 +378,7 @@ pub(crate) async fn delete(inner: &Inner, ctx: &RequestContext, uuid: &str) -> R
     let _held = lock.lock().await;
     let (cluster, ngs) = inner.load(ctx, uuid).await?;
     // Deleting again while a delete runs changes nothing (upstream re-ran the driver).
-    if cluster.status.as_deref() == Some(S::DeleteInProgress.as_str()) {
+    if cluster.current_status() == Some(S::DeleteInProgress) {
         return Ok(());
     }
     inner

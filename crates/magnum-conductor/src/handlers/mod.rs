@@ -7,7 +7,7 @@ pub(crate) mod ca;
 pub(crate) mod cluster;
 pub(crate) mod nodegroup;
 
-use magnum_core::status::ClusterStatus;
+use magnum_core::status::{ClusterStatus, Phase, Stage};
 use magnum_core::{RequestContext, Result};
 use magnum_db::repo::cluster::Cluster;
 use magnum_db::repo::nodegroup::NodeGroup;
@@ -104,18 +104,16 @@ pub(crate) async fn save_cluster(
 }
 
 /// The action a final status reports (upstream's map, minus its crash on statuses outside it).
-pub(crate) fn action_of(status: &str) -> Option<(Action, Outcome)> {
-    let outcome = if status.ends_with("_COMPLETE") {
-        Outcome::Success
-    } else if status.ends_with("_FAILED") {
-        Outcome::Failure
-    } else {
-        return None;
+pub(crate) fn action_of(status: ClusterStatus) -> Option<(Action, Outcome)> {
+    let outcome = match status.stage() {
+        Stage::Complete => Outcome::Success,
+        Stage::Failed => Outcome::Failure,
+        Stage::InProgress => return None,
     };
-    let action = match status.split('_').next()? {
-        "CREATE" => Action::Create,
-        "DELETE" => Action::Delete,
-        "UPDATE" | "ROLLBACK" => Action::Update,
+    let action = match status.phase() {
+        Phase::Create => Action::Create,
+        Phase::Delete => Action::Delete,
+        Phase::Update | Phase::Rollback => Action::Update,
         _ => return None,
     };
     Some((action, outcome))

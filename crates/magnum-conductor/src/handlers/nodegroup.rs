@@ -88,7 +88,7 @@ pub(crate) async fn create(inner: &Inner, ctx: &RequestContext, req: NodegroupRe
     let lock = inner.lock_for(&req.cluster_uuid);
     let _held = lock.lock().await;
     let (cluster, ng) = load(inner, ctx, &req.cluster_uuid, &req.nodegroup_uuid).await?;
-    if ng.status.as_deref() != Some(S::CreateInProgress.as_str()) {
+    if ng.current_status() != Some(S::CreateInProgress) {
         return Ok(());
     }
     let call = async |c: &Cluster| {
@@ -151,7 +151,7 @@ pub(crate) async fn delete(inner: &Inner, ctx: &RequestContext, req: NodegroupRe
     let lock = inner.lock_for(&req.cluster_uuid);
     let _held = lock.lock().await;
     let (cluster, ng) = load(inner, ctx, &req.cluster_uuid, &req.nodegroup_uuid).await?;
-    if ng.status.as_deref() == Some(S::DeleteInProgress.as_str()) {
+    if ng.current_status() == Some(S::DeleteInProgress) {
         return Ok(());
     }
     let call = async |c: &Cluster| {

@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use magnum_core::status::ClusterHealthStatus as H;
+use magnum_core::status::{ClusterHealthStatus as H, ClusterStatus};
 use magnum_core::{RequestContext, Result};
 use magnum_db::repo::cluster::Cluster;
 use serde_json::{Map, Value, json};
@@ -22,14 +22,14 @@ use magnum_driver::Driver;
 
 /// Statuses upstream's health task polls (conductor.md §5.2), less the deleting ones: a
 /// cluster on its way out has no health worth recording.
-const POLLED: [&str; 7] = [
-    "CREATE_IN_PROGRESS",
-    "CREATE_FAILED",
-    "CREATE_COMPLETE",
-    "UPDATE_IN_PROGRESS",
-    "UPDATE_COMPLETE",
-    "UPDATE_FAILED",
-    "ROLLBACK_IN_PROGRESS",
+const POLLED: [ClusterStatus; 7] = [
+    ClusterStatus::CreateInProgress,
+    ClusterStatus::CreateFailed,
+    ClusterStatus::CreateComplete,
+    ClusterStatus::UpdateInProgress,
+    ClusterStatus::UpdateComplete,
+    ClusterStatus::UpdateFailed,
+    ClusterStatus::RollbackInProgress,
 ];
 
 pub(crate) struct HealthPoll {

@@ -132,7 +132,7 @@ pub(crate) fn cadf_event_in(
         nodegroups.iter().partition(|ng| is_master(ng));
     let count = |ngs: &[&NodeGroup]| -> i64 {
         ngs.iter()
-            .map(|ng| i64::from(ng.node_count.unwrap_or(0)))
+            .map(|ng| i64::from(magnum_core::model::object_node_count(ng.node_count)))
             .sum()
     };
     let addrs = |ngs: &[&NodeGroup]| -> Value {

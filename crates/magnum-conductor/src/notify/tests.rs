@@ -381,6 +381,20 @@ fn counts_and_addresses_come_from_nodegroups() {
     let content = &ev["target"]["attachments"][0]["content"];
     assert_eq!(content["master_count"], 3);
     assert_eq!(content["node_count"], 7);
+
+    // A NULL count is the object's default, 1, as upstream's payload (built from
+    // NodeGroup objects) says; it counted 0 here before the rule had one home.
+    let mut with_null = ngs.to_vec();
+    with_null[1].node_count = None;
+    let ev = cadf_event(
+        &RequestContext::default(),
+        Action::Update,
+        Outcome::Pending,
+        &c,
+        &with_null,
+        "openstack",
+    );
+    assert_eq!(ev["target"]["attachments"][0]["content"]["node_count"], 6);
     assert_eq!(
         content["master_addresses"],
         serde_json::json!(["10.0.0.1", "10.0.0.2", "10.0.0.3"])

@@ -2,6 +2,7 @@
 //! guarded saves, delete and the stats counts.
 
 use magnum_core::ids::Identity;
+use magnum_core::status::ClusterStatus;
 use magnum_core::{Error, RequestContext, Result};
 use sea_orm::sea_query::{Expr, ExprTrait, Func, Query};
 use sea_orm::{
@@ -18,6 +19,14 @@ use crate::errors::map_db_err;
 use crate::rows::{self, EngineRow};
 
 pub use cluster::Model as Cluster;
+
+impl Cluster {
+    /// The stored status as the enum the services and the conductor reason with; `None`
+    /// when unset or a text no release of Magnum writes (shown as stored, never acted on).
+    pub fn current_status(&self) -> Option<ClusterStatus> {
+        self.status.as_deref()?.parse().ok()
+    }
+}
 
 /// Upstream's cluster list filters (every one optional; all given ones must match).
 #[derive(Clone, Debug, Default)]
@@ -162,8 +171,7 @@ where
         let c = r.cols();
         let Some(cluster) = c.bytes(0)? else { continue };
         let master = c.bytes(1)? == Some(b"master".as_slice());
-        // A NULL count reads as the object's default, 1.
-        let n = i64::from(c.int(2)?.unwrap_or(1));
+        let n = i64::from(magnum_core::model::object_node_count(c.int(2)?));
         let sums = by_cluster.entry(cluster).or_default();
         if master {
             sums.1 += n;
@@ -469,6 +477,8 @@ impl ClusterRepo<'_> {
             cond = cond.add(cluster::Column::Status.is_in(statuses.iter().map(String::as_str)));
         }
         // Node counts live on nodegroups: one sub-select per filter, grouped by cluster uuid.
+        // SUM skips NULL counts, as upstream's filter does (unlike the object rule,
+        // magnum_core::model::object_node_count).
         for (sum, master) in [(f.node_count, false), (f.master_count, true)] {
             let Some(sum) = sum else { continue };
             let role = if master {
@@ -612,12 +622,12 @@ impl ClusterRepo<'_> {
 
     /// The uuids of the clusters in `statuses` (one light query: a sweep decides which it
     /// owns before it decodes any whole row).
-    pub async fn uuids_with_status(&self, statuses: &[&str]) -> Result<Vec<String>> {
+    pub async fn uuids_with_status(&self, statuses: &[ClusterStatus]) -> Result<Vec<String>> {
         use sea_orm::{QueryOrder, QuerySelect};
         let rows: Vec<Option<String>> = cluster::Entity::find()
             .select_only()
             .column(cluster::Column::Uuid)
-            .filter(cluster::Column::Status.is_in(statuses.iter().copied()))
+            .filter(cluster::Column::Status.is_in(statuses.iter().map(|s| s.as_str())))
             .order_by_asc(cluster::Column::Id)
             .into_tuple()
             .all(self.db.conn())
@@ -635,7 +645,7 @@ impl ClusterRepo<'_> {
     /// read and dropped. The reader resolves to the number of clusters read.
     pub fn stream_among<'s>(
         &'s self,
-        statuses: &[&str],
+        statuses: &[ClusterStatus],
         uuids: &[String],
         nodegroups: bool,
     ) -> (
@@ -658,7 +668,7 @@ impl ClusterRepo<'_> {
             .from(cluster::Entity)
             .and_where(
                 Expr::col((cluster::Entity, cluster::Column::Status))
-                    .is_in(statuses.iter().copied()),
+                    .is_in(statuses.iter().map(|s| s.as_str())),
             )
             .and_where(Expr::cust_with_values(
                 uuid_among(backend),
@@ -695,6 +705,8 @@ impl ClusterRepo<'_> {
         let clusters = count(self.db.conn(), clusters).await?;
         let backend = self.db.backend();
         let int = int64(backend);
+        // SUM skips NULL counts, as upstream's stats query does (unlike the object rule,
+        // magnum_core::model::object_node_count).
         let mut sql = format!("SELECT CAST(COALESCE(SUM(node_count), 0) AS {int}) FROM nodegroup");
         let mut values = Vec::new();
         if let Some(p) = project_id {

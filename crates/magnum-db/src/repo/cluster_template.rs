@@ -3,6 +3,7 @@
 
 use chrono::NaiveDateTime;
 use magnum_core::ids::Identity;
+use magnum_core::status::ClusterStatus;
 use magnum_core::{Error, RequestContext, Result};
 use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter};
 
@@ -277,12 +278,12 @@ impl ClusterTemplateRepo<'_> {
 
     /// The templates of the clusters in one of `statuses`, of any project, in one query
     /// whatever the number of clusters (a sweep resolves every cluster's driver from them).
-    pub async fn of_clusters_in(&self, statuses: &[&str]) -> Result<Vec<ClusterTemplate>> {
+    pub async fn of_clusters_in(&self, statuses: &[ClusterStatus]) -> Result<Vec<ClusterTemplate>> {
         use sea_orm::sea_query::Query;
         let used = Query::select()
             .column(cluster::Column::ClusterTemplateId)
             .from(cluster::Entity)
-            .and_where(cluster::Column::Status.is_in(statuses.iter().copied()))
+            .and_where(cluster::Column::Status.is_in(statuses.iter().map(|s| s.as_str())))
             .to_owned();
         let q = cluster_template::Entity::find()
             .filter(cluster_template::Column::Uuid.in_subquery(used));

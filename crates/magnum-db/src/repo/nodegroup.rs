@@ -2,6 +2,7 @@
 //! see their own project's nodegroups, admins see all (upstream ignores all_tenants here).
 
 use magnum_core::ids::Identity;
+use magnum_core::status::ClusterStatus;
 use magnum_core::{Error, RequestContext, Result};
 use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder};
 
@@ -13,6 +14,14 @@ use crate::Database;
 use crate::entity::nodegroup;
 
 pub use nodegroup::Model as NodeGroup;
+
+impl NodeGroup {
+    /// The stored status as the enum the services and the conductor reason with; `None`
+    /// when unset or a text no release of Magnum writes (shown as stored, never acted on).
+    pub fn current_status(&self) -> Option<ClusterStatus> {
+        self.status.as_deref()?.parse().ok()
+    }
+}
 
 /// Upstream's nodegroup list filters.
 #[derive(Clone, Debug, Default)]

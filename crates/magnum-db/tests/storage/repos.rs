@@ -2,6 +2,7 @@
 //! defaults, JSON text and error kinds.
 
 use magnum_core::ids::Identity;
+use magnum_core::status::ClusterStatus;
 use magnum_core::{Error, RequestContext};
 use magnum_db::repo::cluster::{BriefSink, Cluster, ClusterBrief, ClusterFilters, ClusterStats};
 use magnum_db::repo::cluster_template::{ClusterTemplate, TemplateRow, TemplateSink};
@@ -79,7 +80,7 @@ async fn nodegroup(db: &Database, c: &Cluster, name: &str, role: &str, count: i3
 
 async fn raw_text(db: &Database, sql: &str) -> Option<String> {
     let row = db
-        .conn()
+        .sea_connection()
         .query_one_raw(Statement::from_string(db.backend(), sql))
         .await
         .unwrap()
@@ -757,7 +758,10 @@ async fn sweep_stream_sends_listed_clusters_with_nodegroups_in_order() {
             done.status = Some("CREATE_COMPLETE".into());
             db.clusters().save(c, &done).await.unwrap();
         }
-        let statuses = ["CREATE_IN_PROGRESS", "UPDATE_IN_PROGRESS"];
+        let statuses = [
+            ClusterStatus::CreateInProgress,
+            ClusterStatus::UpdateInProgress,
+        ];
         // Two of every three listed, and one that is no cluster's.
         let mut listed: Vec<String> = made
             .iter()
@@ -833,5 +837,64 @@ async fn sweep_stream_sends_listed_clusters_with_nodegroups_in_order() {
             .unwrap();
         let names: Vec<_> = in_use.into_iter().map(|t| t.name.unwrap()).collect();
         assert_eq!(names, ["used"]);
+    });
+}
+
+/// A nodegroup whose `node_count` is NULL (a row another writer left) counts as upstream
+/// counts it in each place: 1 where upstream sums NodeGroup objects (the brief list, the
+/// typed model), 0 where it sums in SQL (the `node_count` filter, the stats).
+#[tokio::test]
+async fn a_null_node_count_counts_as_upstream_counts_it_in_each_place() {
+    on_every_engine!(at_head, |t| {
+        let db = &t.db;
+        let ct = template(db, "p1", "k8s", false, false).await;
+        let c = cluster(db, "p1", "nulls", ct.uuid.as_deref().unwrap()).await;
+        nodegroup(db, &c, "default-master", "master", 1).await;
+        nodegroup(db, &c, "default-worker", "worker", 2).await;
+        let extra = nodegroup(db, &c, "extra", "worker", 9).await;
+        db.sea_connection()
+            .execute_unprepared(&format!(
+                "UPDATE nodegroup SET node_count = NULL WHERE uuid = '{}'",
+                extra.uuid
+            ))
+            .await
+            .unwrap();
+        let all = RequestContext::admin_all_tenants();
+        let none = ClusterFilters::default();
+
+        // The object rule: 2 + 1.
+        let mut sums = Vec::new();
+        db.clusters()
+            .list_brief_each(&all, &none, &Page::default(), &mut |b: &ClusterBrief<
+                '_,
+            >| {
+                sums.push((b.node_count, b.master_count));
+            })
+            .await
+            .unwrap();
+        assert_eq!(sums, [(3, 1)]);
+        let ngs = db
+            .nodegroups()
+            .for_clusters(std::slice::from_ref(c.uuid.as_ref().unwrap()))
+            .await
+            .unwrap();
+        let typed = magnum_db::model::nodegroups(&ngs);
+        let extra_typed = typed.iter().find(|n| n.name == "extra").unwrap();
+        assert_eq!(extra_typed.node_count, 1);
+
+        // The SQL rule: SUM skips the NULL, so the workers sum to 2, not 3.
+        let by_count = |n| ClusterFilters {
+            node_count: Some(n),
+            ..Default::default()
+        };
+        assert_eq!(db.clusters().count(&all, &by_count(2)).await.unwrap(), 1);
+        assert_eq!(db.clusters().count(&all, &by_count(3)).await.unwrap(), 0);
+        assert_eq!(
+            db.clusters().stats(None).await.unwrap(),
+            ClusterStats {
+                clusters: 1,
+                nodes: 1 + 2
+            }
+        );
     });
 }

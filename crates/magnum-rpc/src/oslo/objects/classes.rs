@@ -40,7 +40,7 @@ const FALSE: FieldDefault = FieldDefault::Bool(false);
 pub const CLUSTER_STATUS: &[&str] = magnum_core::status::ClusterStatus::NAMES;
 /// FederationStatus: the first nine cluster statuses.
 const FEDERATION_STATUS: &[&str] = CLUSTER_STATUS.split_at(9).0;
-const HEALTH_STATUS: &[&str] = &["HEALTHY", "UNHEALTHY", "UNKNOWN"];
+const HEALTH_STATUS: &[&str] = magnum_core::status::ClusterHealthStatus::NAMES;
 const CLUSTER_TYPE: &[&str] = &["kubernetes"];
 
 const CREATED_AT: Field = opt("created_at", Kind::DateTime);
