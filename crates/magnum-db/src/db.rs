@@ -305,8 +305,43 @@ impl Database {
         self.conn.get_database_backend()
     }
 
-    pub fn conn(&self) -> &DatabaseConnection {
+    pub(crate) fn conn(&self) -> &DatabaseConnection {
         &self.conn
+    }
+
+    /// The connection itself, for this crate's own storage tests (with `test-sql`).
+    #[cfg(feature = "test-sql")]
+    #[doc(hidden)]
+    pub fn sea_connection(&self) -> &DatabaseConnection {
+        &self.conn
+    }
+
+    /// One statement as text, past the repositories, for tests that must leave a row as an
+    /// older release or another writer would (a NULL flag, a backdated timestamp). Only with
+    /// the `test-sql` feature, which magnum-testkit turns on: no server path can reach it.
+    #[cfg(feature = "test-sql")]
+    pub async fn execute_text(&self, sql: &str) -> Result<u64> {
+        Ok(self
+            .conn
+            .execute_unprepared(sql)
+            .await
+            .map_err(map_db_err)?
+            .rows_affected())
+    }
+
+    /// The first column of the first row of a query (a count) as text, for tests; see
+    /// [`Database::execute_text`].
+    #[cfg(feature = "test-sql")]
+    pub async fn scalar_text(&self, sql: &str) -> Result<Option<i64>> {
+        let row = self
+            .conn
+            .query_one_raw(sea_orm::Statement::from_string(self.backend(), sql))
+            .await
+            .map_err(map_db_err)?;
+        match row {
+            Some(row) => row.try_get_by_index::<Option<i64>>(0).map_err(map_db_err),
+            None => Ok(None),
+        }
     }
 
     pub fn settings(&self) -> &DbSettings {

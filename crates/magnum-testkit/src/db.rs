@@ -88,11 +88,10 @@ where
 
 /// Runs one statement on the server's administrative database.
 pub async fn exec(server: Server, base: &str, sql: &str) {
-    use sea_orm::ConnectionTrait;
     let db = Database::connect(settings(&format!("{base}/{}", server.admin_db())))
         .await
         .unwrap();
-    db.conn().execute_unprepared(sql).await.unwrap();
+    db.execute_text(sql).await.unwrap();
     db.close().await;
 }
 

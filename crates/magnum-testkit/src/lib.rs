@@ -20,5 +20,5 @@ pub mod db;
 pub mod fake_conductor;
 
 pub use gate::{env_or_skip, flag, require_all, skip};
-pub use net::{free_port, raw_http, wait_for_port};
+pub use net::{assert_port_free, free_port, raw_http, wait_for_port};
 pub use process::{ChildGuard, Children, tag};

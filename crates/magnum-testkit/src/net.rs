@@ -14,6 +14,18 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Panics, naming the port, when another process already listens on a fixed port a test must
+/// start its own server on: otherwise that server's answers (a 401 from another magnumd, say)
+/// would read as the test's failure.
+pub fn assert_port_free(port: u16) {
+    if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+        panic!(
+            "127.0.0.1:{port} is already held by another process (see `ss -ltnp 'sport = :{port}'`); \
+             this test starts its own server there: stop the other one and run it again"
+        );
+    }
+}
+
 /// Sends `request` (the whole HTTP/1.1 text, with `Connection: close`) to 127.0.0.1:`port`
 /// and returns the whole reply, status line and headers included.
 pub fn raw_http(port: u16, request: &str, timeout: Duration) -> String {

@@ -10,7 +10,6 @@ use magnum_db::repo::cluster::Cluster;
 use magnum_db::repo::cluster_template::ClusterTemplate;
 use magnum_db::repo::nodegroup::NodeGroup;
 use magnum_openstack::keystone::{Keystone, KeystoneSettings};
-use sea_orm::ConnectionTrait;
 use serde_json::Value;
 
 use crate::common::{Persona, Server, start, start_with};
@@ -133,7 +132,7 @@ async fn seed(server: &Server, all: &[Value]) {
         server.db.nodegroups().create(ng).await.unwrap();
     }
     // 998 more clusters of 3 nodes (1 master, 2 workers), in bulk: 1000 clusters, 3000 nodes.
-    let conn = server.db.conn();
+    let db = &server.db;
     let mut clusters = Vec::new();
     let mut groups = Vec::new();
     for n in 2..1000 {
@@ -149,13 +148,13 @@ async fn seed(server: &Server, all: &[Value]) {
             ));
         }
     }
-    conn.execute_unprepared(&format!(
+    db.execute_text(&format!(
         "INSERT INTO cluster (uuid, name, project_id, user_id, cluster_template_id, status) VALUES {}",
         clusters.join(",")
     ))
     .await
     .unwrap();
-    conn.execute_unprepared(&format!(
+    db.execute_text(&format!(
         "INSERT INTO nodegroup (uuid, name, cluster_id, project_id, role, node_count) VALUES {}",
         groups.join(",")
     ))

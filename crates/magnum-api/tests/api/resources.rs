@@ -579,16 +579,14 @@ async fn deeply_nested_label_literal_is_a_400() {
 /// them as false; a PATCH that leaves them alone needs no publish right.
 #[tokio::test]
 async fn patching_a_template_with_null_flags_needs_no_publish_right() {
-    use sea_orm::ConnectionTrait;
     let s = start().await;
     let t = create(&s, MEMBER, "legacy").await;
     let uuid = t["uuid"].as_str().unwrap();
-    s.db.conn()
-        .execute_unprepared(&format!(
-            "UPDATE cluster_template SET public = NULL, hidden = NULL WHERE uuid = '{uuid}'"
-        ))
-        .await
-        .unwrap();
+    s.db.execute_text(&format!(
+        "UPDATE cluster_template SET public = NULL, hidden = NULL WHERE uuid = '{uuid}'"
+    ))
+    .await
+    .unwrap();
     let path = format!("/v1/clustertemplates/{uuid}");
     let r = s
         .send(

@@ -23,7 +23,6 @@ use magnum_db::repo::cluster_template::ClusterTemplate;
 use magnum_db::repo::nodegroup::NodeGroup;
 use magnum_driver::{Driver, DriverRegistry, SimulatedDriver};
 use magnum_rpc::*;
-use sea_orm::ConnectionTrait;
 
 const PROJECT: &str = "p1";
 const USER: &str = "u1";
@@ -233,17 +232,12 @@ impl Env {
     }
 
     async fn keypairs(&self) -> i64 {
-        let row = self
+        let n = self
             .db
-            .conn()
-            .query_one_raw(sea_orm::Statement::from_string(
-                self.db.backend(),
-                "SELECT COUNT(*) FROM x509keypair",
-            ))
+            .scalar_text("SELECT COUNT(*) FROM x509keypair")
             .await
-            .unwrap()
             .unwrap();
-        row.try_get_by_index::<i64>(0).unwrap()
+        n.unwrap_or(0)
     }
 }
 
@@ -685,12 +679,11 @@ async fn create_timeout_fails_a_create_that_never_finishes() {
         Some("CREATE_IN_PROGRESS")
     );
     // Two hours ago, with a 60-minute timeout.
-    e.db.conn()
-        .execute_unprepared(&format!(
-            "UPDATE cluster SET created_at = datetime('now', '-2 hours') WHERE uuid = '{uuid}'"
-        ))
-        .await
-        .unwrap();
+    e.db.execute_text(&format!(
+        "UPDATE cluster SET created_at = datetime('now', '-2 hours') WHERE uuid = '{uuid}'"
+    ))
+    .await
+    .unwrap();
     let c = e.wait_for(&uuid, Some("CREATE_FAILED")).await.unwrap();
     assert_eq!(
         c.status_reason.as_deref(),
@@ -922,16 +915,10 @@ async fn statuses_become(e: &Env, uuids: &[String], want: &[Option<&str>]) -> Ve
 }
 
 async fn nodegroup_rows(e: &Env) -> i64 {
-    let row =
-        e.db.conn()
-            .query_one_raw(sea_orm::Statement::from_string(
-                e.db.backend(),
-                "SELECT COUNT(*) FROM nodegroup",
-            ))
-            .await
-            .unwrap()
-            .unwrap();
-    row.try_get_by_index::<i64>(0).unwrap()
+    e.db.scalar_text("SELECT COUNT(*) FROM nodegroup")
+        .await
+        .unwrap()
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

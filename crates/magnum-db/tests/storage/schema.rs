@@ -30,7 +30,7 @@ async fn upgrade_creates_head_then_is_a_no_op() {
 }
 
 async fn exec(t: &TestDb, sql: &str) {
-    t.db.conn().execute_unprepared(sql).await.unwrap();
+    t.db.sea_connection().execute_unprepared(sql).await.unwrap();
 }
 
 #[tokio::test]
@@ -101,7 +101,7 @@ async fn mariadb_schema_equals_upstream_reference() {
     assert_eq!(reference.len(), TABLES.len());
     for table in TABLES {
         let row =
-            t.db.conn()
+            t.db.sea_connection()
                 .query_one_raw(Statement::from_string(
                     t.db.backend(),
                     format!("SHOW CREATE TABLE `{table}`"),
@@ -122,7 +122,7 @@ type UniqueKeys = Vec<Vec<String>>;
 /// Column names in order with their nullability, and the unique keys' columns, as the engine
 /// itself reports them.
 async fn describe(t: &TestDb, table: &str) -> (Columns, UniqueKeys) {
-    let conn = t.db.conn();
+    let conn = t.db.sea_connection();
     let backend = t.db.backend();
     let rows = |sql: String| async move {
         conn.query_all_raw(Statement::from_string(backend, sql))

@@ -82,14 +82,13 @@ fn sigkill_during_create_then_restart_finishes_every_cluster() {
         .build()
         .unwrap()
         .block_on(async {
-            use sea_orm::ConnectionTrait;
             let url = format!("sqlite:///{}", db_file.display());
             let db = magnum_db::Database::connect(magnum_db::DbSettings::new(
                 magnum_db::DbUrl::parse(&url).unwrap(),
             ))
             .await
             .unwrap();
-            db.conn().execute_unprepared(&sql).await.unwrap();
+            db.execute_text(&sql).await.unwrap();
         });
 
     let mut second = serve(&conf, port, &log);

@@ -280,6 +280,7 @@ fn serve_with_no_config_is_the_embedded_default() {
     use std::io::Read;
     let home = tempfile::tempdir().unwrap();
     let data = home.path().join("data");
+    magnum_testkit::assert_port_free(9511);
     let mut child = ChildGuard::new(
         Command::new(env!("CARGO_BIN_EXE_magnumd"))
             .args(["serve", "--data-dir", &data.display().to_string()])

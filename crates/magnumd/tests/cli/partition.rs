@@ -216,13 +216,7 @@ impl Rows {
 
     /// Lets every hung create complete at its next poll.
     fn release(&self) {
-        use sea_orm::{EntityTrait, sea_query::Expr};
-        let update = magnum_db::entity::cluster::Entity::update_many()
-            .col_expr(
-                magnum_db::entity::cluster::Column::Labels,
-                Expr::value("{}"),
-            )
-            .exec(self.db.conn());
+        let update = self.db.execute_text("UPDATE cluster SET labels = '{}'");
         self.rt.block_on(update).unwrap();
     }
 
