@@ -52,6 +52,11 @@ impl OsError {
 /// A reqwest error without its URL, with its causes (a refused certificate or a refused
 /// connection is in the causes, not in the top message).
 pub(crate) fn describe(e: &reqwest::Error) -> String {
+    describe_as(e, "<endpoint>")
+}
+
+/// As [`describe`], naming the endpoint `placeholder` where a cause quotes its URL.
+pub(crate) fn describe_as(e: &reqwest::Error, placeholder: &str) -> String {
     let mut msg = if e.is_timeout() {
         "timed out".to_owned()
     } else {
@@ -67,7 +72,7 @@ pub(crate) fn describe(e: &reqwest::Error) -> String {
         cause = c.source();
     }
     if let Some(url) = e.url() {
-        msg = msg.replace(url.as_str(), "<endpoint>");
+        msg = msg.replace(url.as_str(), placeholder);
     }
     msg
 }

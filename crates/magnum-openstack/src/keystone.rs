@@ -105,20 +105,12 @@ const CACHE_LIMIT: usize = 10_000;
 
 impl Keystone {
     pub fn new(settings: KeystoneSettings) -> Result<Self, KeystoneError> {
-        let mut builder = reqwest::Client::builder()
-            .timeout(settings.timeout)
-            .connect_timeout(settings.timeout.min(Duration::from_secs(5)))
-            .tls_danger_accept_invalid_certs(settings.insecure);
-        if let Some(pem) = &settings.ca_pem {
-            let certs = reqwest::Certificate::from_pem_bundle(pem)
-                .map_err(|e| KeystoneError::Config(format!("cafile: {e}")))?;
-            for cert in certs {
-                builder = builder.add_root_certificate(cert);
-            }
-        }
-        let http = builder
-            .build()
-            .map_err(|e| KeystoneError::Unavailable(e.to_string()))?;
+        let http = crate::http_client(
+            settings.timeout,
+            settings.insecure,
+            settings.ca_pem.as_deref(),
+        )
+        .map_err(KeystoneError::Config)?;
         let identity = crate::catalog::identity_v3(&settings.auth_url);
         Ok(Self {
             http,
@@ -290,23 +282,10 @@ impl Keystone {
     }
 }
 
-/// reqwest errors name the URL; keep the message without it (and so without any query), and
-/// add the causes underneath ("error sending request" alone hides a refused certificate).
+/// reqwest errors name the URL; keep the message without it (and so without any query), with
+/// the causes underneath ("error sending request" alone hides a refused certificate).
 fn without_url(e: &reqwest::Error) -> String {
-    let mut msg = e.to_string();
-    let mut cause = std::error::Error::source(e);
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !msg.contains(&text) {
-            msg.push_str(": ");
-            msg.push_str(&text);
-        }
-        cause = c.source();
-    }
-    if let Some(url) = e.url() {
-        msg = msg.replace(url.as_str(), "<keystone>");
-    }
-    msg
+    crate::error::describe_as(e, "<keystone>")
 }
 
 /// The v3 identity endpoint the service token's catalogue lists under `filter`.

@@ -132,20 +132,12 @@ pub struct Session {
 
 impl OpenStack {
     pub fn new(settings: OpenStackSettings) -> Result<Self, OsError> {
-        let mut builder = reqwest::Client::builder()
-            .timeout(settings.timeout)
-            .connect_timeout(settings.timeout.min(Duration::from_secs(5)))
-            .tls_danger_accept_invalid_certs(settings.insecure);
-        if let Some(pem) = &settings.ca_pem {
-            let certs = reqwest::Certificate::from_pem_bundle(pem)
-                .map_err(|e| OsError::Config(format!("cafile: {e}")))?;
-            for cert in certs {
-                builder = builder.add_root_certificate(cert);
-            }
-        }
-        let http = builder
-            .build()
-            .map_err(|e| OsError::Config(format!("HTTP client: {e}")))?;
+        let http = crate::http_client(
+            settings.timeout,
+            settings.insecure,
+            settings.ca_pem.as_deref(),
+        )
+        .map_err(OsError::Config)?;
         Ok(Self {
             http,
             settings,
