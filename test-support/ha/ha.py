@@ -397,7 +397,10 @@ def main():
         certs.append("galera%d %s/%s" % (n, st.get("wsrep_local_cert_failures"), st.get("wsrep_local_bf_aborts")))
     say("figures: Galera certification failures / brute-force aborts since each node's start: " + ", ".join(certs))
     patterns = {
-        "casts not sent because the API's re-read missed its own insert": "not delivered to the conductor",
+        "creates whose cast was not sent because the API's re-read missed its own insert":
+            r"not delivered to the conductor: Cluster \S+ could not be found",
+        "casts the broker nacked": "the message broker refused the message",
+        "interrupted creates resumed by a sweep": "resuming an interrupted cluster create",
         "inserts whose read-back found nothing": "Failed to find inserted item",
         "deadlocks or certification failures reported": "Deadlock found",
         "non-primary Galera node (1047)": "WSREP has not yet prepared|Unknown command",
