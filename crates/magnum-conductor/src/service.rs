@@ -20,6 +20,7 @@ use crate::state::{ChannelWaker, ConductorSettings, Inner};
 use crate::worker::{Worker, WorkerContext, WorkerError, Workers};
 use magnum_certs::x509::X509Options;
 use magnum_certs::{ClusterPki, store_from_config};
+use magnum_core::ids::ClusterUuid;
 use magnum_driver::{Driver, DriverRegistry, SimulatedDriver, StatusWaker};
 use magnum_driver_capi::CapiDriver;
 
@@ -248,7 +249,7 @@ impl Worker for StatusSync {
 async fn handled<T>(
     method: &'static str,
     ctx: &RequestContext,
-    cluster: String,
+    cluster: ClusterUuid,
     work: impl std::future::Future<Output = Result<T>>,
 ) -> Result<T> {
     let span = tracing::info_span!(
@@ -290,7 +291,7 @@ async fn cast<F, Fut>(
     inner: &Inner,
     method: &'static str,
     ctx: &RequestContext,
-    cluster: String,
+    cluster: ClusterUuid,
     work: F,
 ) -> Result<()>
 where

@@ -38,6 +38,21 @@ macro_rules! uuid_id {
                 Self(s.to_owned())
             }
         }
+
+        /// Read as text where text is what is needed (a storage key, a log field): the
+        /// newtype guards what is passed as an id, not how it is read.
+        impl std::ops::Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl From<$name> for serde_json::Value {
+            fn from(id: $name) -> Self {
+                serde_json::Value::String(id.0)
+            }
+        }
     };
 }
 

@@ -25,6 +25,26 @@ macro_rules! string_enum {
             }
         }
 
+        impl From<$name> for serde_json::Value {
+            fn from(s: $name) -> Self {
+                serde_json::Value::String(s.as_str().to_owned())
+            }
+        }
+
+        /// On the wire as its name, as upstream sends it.
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let text = String::deserialize(d)?;
+                text.parse().map_err(serde::de::Error::custom)
+            }
+        }
+
         impl FromStr for $name {
             type Err = crate::Error;
             fn from_str(s: &str) -> crate::Result<Self> {

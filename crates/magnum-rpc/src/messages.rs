@@ -1,7 +1,10 @@
 //! Arguments of each RPC method. They carry identifiers and the requested change, not the
 //! caller's copy of the objects: the conductor re-reads the database, so a stale snapshot
-//! can never be acted upon (upstream's flaw, conductor.md §1.5).
+//! can never be acted upon (upstream's flaw, conductor.md §1.5). Ids are the newtypes and
+//! health statuses the enum: a message is typed until it is encoded.
 
+use magnum_core::ids::{ClusterTemplateUuid, ClusterUuid, NodeGroupUuid};
+use magnum_core::status::ClusterHealthStatus;
 use serde::{Deserialize, Serialize};
 
 /// Method names on the wire (oslo.messaging uses the Python method names).
@@ -23,12 +26,12 @@ pub mod method {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterRef {
-    pub cluster_uuid: String,
+    pub cluster_uuid: ClusterUuid,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterCreate {
-    pub cluster_uuid: String,
+    pub cluster_uuid: ClusterUuid,
     pub master_count: i32,
     pub node_count: i32,
     /// Minutes; None means no timeout.
@@ -37,10 +40,10 @@ pub struct ClusterCreate {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClusterUpdate {
-    pub cluster_uuid: String,
+    pub cluster_uuid: ClusterUuid,
     /// New node_count of the default worker nodegroup.
     pub node_count: i32,
-    pub health_status: Option<String>,
+    pub health_status: Option<ClusterHealthStatus>,
     /// Object of strings, or None to leave it unchanged.
     pub health_status_reason: Option<serde_json::Value>,
     pub rollback: bool,
@@ -48,32 +51,32 @@ pub struct ClusterUpdate {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterResize {
-    pub cluster_uuid: String,
-    pub nodegroup_uuid: String,
+    pub cluster_uuid: ClusterUuid,
+    pub nodegroup_uuid: NodeGroupUuid,
     pub node_count: i32,
     pub nodes_to_remove: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterUpgrade {
-    pub cluster_uuid: String,
-    pub nodegroup_uuid: String,
-    pub cluster_template_uuid: String,
+    pub cluster_uuid: ClusterUuid,
+    pub nodegroup_uuid: NodeGroupUuid,
+    pub cluster_template_uuid: ClusterTemplateUuid,
     pub max_batch_size: Option<i32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodegroupRef {
-    pub cluster_uuid: String,
-    pub nodegroup_uuid: String,
+    pub cluster_uuid: ClusterUuid,
+    pub nodegroup_uuid: NodeGroupUuid,
 }
 
 /// The nodegroup fields a PATCH may change (api.md §6.3.5), with their new values. JSON
 /// columns are carried as their stored text.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodegroupUpdate {
-    pub cluster_uuid: String,
-    pub nodegroup_uuid: String,
+    pub cluster_uuid: ClusterUuid,
+    pub nodegroup_uuid: NodeGroupUuid,
     pub min_node_count: Option<i32>,
     pub max_node_count: Option<i32>,
     pub node_labels: Option<String>,
@@ -83,13 +86,13 @@ pub struct NodegroupUpdate {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignCertificate {
-    pub cluster_uuid: String,
+    pub cluster_uuid: ClusterUuid,
     pub csr: String,
     pub ca_cert_type: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GetCaCertificate {
-    pub cluster_uuid: String,
+    pub cluster_uuid: ClusterUuid,
     pub ca_cert_type: Option<String>,
 }

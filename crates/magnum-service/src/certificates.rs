@@ -14,7 +14,7 @@ pub struct Certificates<'a> {
 
 fn cluster_ref(c: &Cluster) -> ClusterRef {
     ClusterRef {
-        cluster_uuid: c.uuid.clone().unwrap_or_default(),
+        cluster_uuid: c.ident(),
     }
 }
 
@@ -27,7 +27,7 @@ impl Certificates<'_> {
         ca_cert_type: Option<String>,
     ) -> Result<String> {
         let message = GetCaCertificate {
-            cluster_uuid: c.uuid.clone().unwrap_or_default(),
+            cluster_uuid: c.ident(),
             ca_cert_type,
         };
         self.s.conductor.get_ca_certificate(ctx, message).await
@@ -50,7 +50,7 @@ impl Certificates<'_> {
             ));
         };
         let message = SignCertificate {
-            cluster_uuid: c.uuid.clone().unwrap_or_default(),
+            cluster_uuid: c.ident(),
             csr,
             ca_cert_type,
         };

@@ -321,7 +321,7 @@ impl Clusters<'_> {
         };
         let groups = default_nodegroups(&row, t, master_count, node_count)?;
         let message = ClusterCreate {
-            cluster_uuid: uuid.clone(),
+            cluster_uuid: uuid.clone().into(),
             master_count,
             node_count,
             create_timeout: row.create_timeout,
@@ -379,9 +379,13 @@ impl Clusters<'_> {
             .root_disk(c.master_flavor_id.as_deref(), &boot)
             .await?;
         let message = ClusterUpdate {
-            cluster_uuid: c.uuid.clone().unwrap_or_default(),
+            cluster_uuid: c.ident(),
             node_count: change.node_count,
-            health_status: change.health_status,
+            health_status: change
+                .health_status
+                .as_deref()
+                .map(str::parse)
+                .transpose()?,
             health_status_reason: change.health_status_reason,
             rollback: change.rollback,
         };
@@ -390,7 +394,7 @@ impl Clusters<'_> {
 
     pub async fn delete(&self, ctx: &RequestContext, c: &Cluster) -> Result<()> {
         let message = ClusterRef {
-            cluster_uuid: c.uuid.clone().unwrap_or_default(),
+            cluster_uuid: c.ident(),
         };
         self.s.conductor.cluster_delete(ctx, message).await
     }
@@ -421,8 +425,8 @@ impl Clusters<'_> {
         }
         ClusterOp::Resize.check(c.status.as_deref())?;
         let message = ClusterResize {
-            cluster_uuid: c.uuid.clone().unwrap_or_default(),
-            nodegroup_uuid: ng.uuid.clone(),
+            cluster_uuid: c.ident(),
+            nodegroup_uuid: ng.ident(),
             node_count,
             nodes_to_remove,
         };
@@ -461,9 +465,9 @@ impl Clusters<'_> {
             });
         }
         let message = ClusterUpgrade {
-            cluster_uuid: c.uuid.clone().unwrap_or_default(),
-            nodegroup_uuid: ng.uuid.clone(),
-            cluster_template_uuid: t.uuid.clone().unwrap_or_default(),
+            cluster_uuid: c.ident(),
+            nodegroup_uuid: ng.ident(),
+            cluster_template_uuid: t.ident(),
             max_batch_size,
         };
         self.s.conductor.cluster_upgrade(ctx, message).await

@@ -360,8 +360,8 @@ impl Nodegroups<'_> {
         doc.insert("cluster_id".into(), Value::String(cluster_uuid.clone()));
         doc.insert("project_id".into(), Value::String(project_id));
         let message = NodegroupRef {
-            cluster_uuid,
-            nodegroup_uuid: uuid.clone(),
+            cluster_uuid: cluster_uuid.clone().into(),
+            nodegroup_uuid: uuid.clone().into(),
         };
         if let Some(staged) = &self.s.staged {
             // Upstream's contract: the conductor inserts the nodegroup.
@@ -399,7 +399,7 @@ impl Nodegroups<'_> {
             // Unlike a cluster create, the conductor's sweep does not resume a nodegroup
             // create (it scans in-progress clusters), so the row would stay
             // CREATE_IN_PROGRESS for ever: take it back and let the caller retry.
-            let ident = magnum_core::ids::Identity::Uuid(uuid.clone());
+            let ident = magnum_core::ids::Identity::Uuid(uuid.to_string());
             if let Err(undo) = self.s.db.nodegroups().destroy(&cluster_uuid, &ident).await {
                 tracing::error!(nodegroup = %uuid, "cannot remove an undelivered nodegroup create: {undo}");
             }
@@ -450,8 +450,8 @@ impl Nodegroups<'_> {
         patched.node_taints = json_text(&patch.node_taints, "[]");
         patched.labels = json_text(&patch.labels, "{}");
         let message = NodegroupUpdate {
-            cluster_uuid: c.uuid.clone().unwrap_or_default(),
-            nodegroup_uuid: ng.uuid.clone(),
+            cluster_uuid: c.ident(),
+            nodegroup_uuid: ng.ident(),
             min_node_count: patched.min_node_count,
             max_node_count: patched.max_node_count,
             node_labels: patched.node_labels.clone(),
@@ -471,8 +471,8 @@ impl Nodegroups<'_> {
         }
         ClusterOp::NodegroupDelete.check(c.status.as_deref())?;
         let message = NodegroupRef {
-            cluster_uuid: c.uuid.clone().unwrap_or_default(),
-            nodegroup_uuid: ng.uuid.clone(),
+            cluster_uuid: c.ident(),
+            nodegroup_uuid: ng.ident(),
         };
         self.s.conductor.nodegroup_delete(ctx, message).await
     }

@@ -169,7 +169,7 @@ pub(crate) async fn update(inner: &Inner, ctx: &RequestContext, req: ClusterUpda
         .health_status_reason
         .as_ref()
         .map(magnum_db::json::dumps);
-    let health_changed = req.health_status != cluster.health_status
+    let health_changed = req.health_status != cluster.current_health_status()
         || (reason_text.is_some() && reason_text != cluster.health_status_reason);
     let count_changed = worker.node_count != Some(req.node_count);
     if !count_changed && !health_changed {
@@ -177,7 +177,7 @@ pub(crate) async fn update(inner: &Inner, ctx: &RequestContext, req: ClusterUpda
     }
     let health = |m: &mut Cluster| {
         if health_changed {
-            m.health_status = req.health_status.clone();
+            m.health_status = req.health_status.map(|h| h.as_str().to_owned());
             if reason_text.is_some() {
                 m.health_status_reason = reason_text.clone();
             }
@@ -303,11 +303,11 @@ pub(crate) async fn upgrade(
     let template = inner
         .db
         .cluster_templates()
-        .for_uuids(std::slice::from_ref(&req.cluster_template_uuid))
+        .for_uuids(&[req.cluster_template_uuid.to_string()])
         .await?
         .pop()
         .ok_or_else(|| Error::ClusterTemplateNotFound {
-            template: req.cluster_template_uuid.clone(),
+            template: req.cluster_template_uuid.to_string(),
         })?;
     // The driver of the cluster's current template carries out the upgrade.
     let driver = inner.driver_for(&cluster).await?;

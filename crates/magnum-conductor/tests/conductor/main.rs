@@ -158,7 +158,7 @@ impl Env {
     async fn create(&self, name: &str, labels: &str) -> String {
         let uuid = self.insert(name, labels).await;
         let req = ClusterCreate {
-            cluster_uuid: uuid.clone(),
+            cluster_uuid: uuid.clone().into(),
             master_count: 1,
             node_count: 2,
             create_timeout: Some(60),
@@ -340,7 +340,7 @@ async fn update_resize_upgrade_and_their_preconditions() {
         .cluster_update(
             &ctx(),
             ClusterUpdate {
-                cluster_uuid: uuid.clone(),
+                cluster_uuid: uuid.clone().into(),
                 node_count: 5,
                 health_status: None,
                 health_status_reason: None,
@@ -356,7 +356,7 @@ async fn update_resize_upgrade_and_their_preconditions() {
     e.wait_for(&uuid, Some("CREATE_COMPLETE")).await;
 
     let update = |n| ClusterUpdate {
-        cluster_uuid: uuid.clone(),
+        cluster_uuid: uuid.clone().into(),
         node_count: n,
         health_status: None,
         health_status_reason: None,
@@ -386,8 +386,8 @@ async fn update_resize_upgrade_and_their_preconditions() {
         .cluster_resize(
             &ctx(),
             ClusterResize {
-                cluster_uuid: uuid.clone(),
-                nodegroup_uuid: worker.uuid.clone(),
+                cluster_uuid: uuid.clone().into(),
+                nodegroup_uuid: worker.uuid.clone().into(),
                 node_count: 1,
                 nodes_to_remove: vec![],
             },
@@ -422,9 +422,9 @@ async fn update_resize_upgrade_and_their_preconditions() {
         .cluster_upgrade(
             &ctx(),
             ClusterUpgrade {
-                cluster_uuid: uuid.clone(),
-                nodegroup_uuid: worker.uuid.clone(),
-                cluster_template_uuid: newer.clone(),
+                cluster_uuid: uuid.clone().into(),
+                nodegroup_uuid: worker.uuid.clone().into(),
+                cluster_template_uuid: newer.clone().into(),
                 max_batch_size: Some(1),
             },
         )
@@ -459,7 +459,7 @@ async fn delete_removes_rows_and_all_four_certificates() {
         .cluster_delete(
             &ctx(),
             ClusterRef {
-                cluster_uuid: uuid.clone(),
+                cluster_uuid: uuid.clone().into(),
             },
         )
         .await
@@ -469,7 +469,7 @@ async fn delete_removes_rows_and_all_four_certificates() {
         .cluster_delete(
             &ctx(),
             ClusterRef {
-                cluster_uuid: uuid.clone(),
+                cluster_uuid: uuid.clone().into(),
             },
         )
         .await
@@ -515,8 +515,8 @@ async fn nodegroups_create_update_delete_and_fail() {
     };
     let extra = e.db.nodegroups().create(add("extra", "{}")).await.unwrap();
     let req = NodegroupRef {
-        cluster_uuid: uuid.clone(),
-        nodegroup_uuid: extra.uuid.clone(),
+        cluster_uuid: uuid.clone().into(),
+        nodegroup_uuid: extra.uuid.clone().into(),
     };
     e.conductor
         .nodegroup_create(&ctx(), req.clone())
@@ -535,8 +535,8 @@ async fn nodegroups_create_update_delete_and_fail() {
         .nodegroup_update(
             &ctx(),
             NodegroupUpdate {
-                cluster_uuid: uuid.clone(),
-                nodegroup_uuid: extra.uuid.clone(),
+                cluster_uuid: uuid.clone().into(),
+                nodegroup_uuid: extra.uuid.clone().into(),
                 min_node_count: Some(1),
                 max_node_count: Some(5),
                 node_labels: None,
@@ -574,8 +574,8 @@ async fn nodegroups_create_update_delete_and_fail() {
         .nodegroup_create(
             &ctx(),
             NodegroupRef {
-                cluster_uuid: uuid.clone(),
-                nodegroup_uuid: bad.uuid.clone(),
+                cluster_uuid: uuid.clone().into(),
+                nodegroup_uuid: bad.uuid.clone().into(),
             },
         )
         .await
@@ -603,7 +603,7 @@ async fn certificates_sign_fetch_and_rotate() {
     let uuid = e.create("eps", "{}").await;
     let before = e.wait_for(&uuid, Some("CREATE_COMPLETE")).await.unwrap();
     let get = |t: Option<&str>| GetCaCertificate {
-        cluster_uuid: uuid.clone(),
+        cluster_uuid: uuid.clone().into(),
         ca_cert_type: t.map(str::to_owned),
     };
     let k8s = e
@@ -629,7 +629,7 @@ async fn certificates_sign_fetch_and_rotate() {
         .sign_certificate(
             &ctx(),
             SignCertificate {
-                cluster_uuid: uuid.clone(),
+                cluster_uuid: uuid.clone().into(),
                 csr: "not a csr".into(),
                 ca_cert_type: None,
             },
@@ -642,7 +642,7 @@ async fn certificates_sign_fetch_and_rotate() {
         .rotate_ca_certificate(
             &ctx(),
             ClusterRef {
-                cluster_uuid: uuid.clone(),
+                cluster_uuid: uuid.clone().into(),
             },
         )
         .await
@@ -662,7 +662,7 @@ async fn certificates_sign_fetch_and_rotate() {
         .credential_rotate(
             &ctx(),
             ClusterRef {
-                cluster_uuid: uuid.clone(),
+                cluster_uuid: uuid.clone().into(),
             },
         )
         .await

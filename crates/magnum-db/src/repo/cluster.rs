@@ -23,8 +23,18 @@ pub use cluster::Model as Cluster;
 impl Cluster {
     /// The stored status as the enum the services and the conductor reason with; `None`
     /// when unset or a text no release of Magnum writes (shown as stored, never acted on).
+    /// The uuid as its newtype (empty for a row without one, which nothing writes).
+    pub fn ident(&self) -> magnum_core::ids::ClusterUuid {
+        self.uuid.clone().unwrap_or_default().into()
+    }
+
     pub fn current_status(&self) -> Option<ClusterStatus> {
         self.status.as_deref()?.parse().ok()
+    }
+
+    /// The stored health status as its enum (`None` when unset or unknown).
+    pub fn current_health_status(&self) -> Option<magnum_core::status::ClusterHealthStatus> {
+        self.health_status.as_deref()?.parse().ok()
     }
 }
 

@@ -17,6 +17,13 @@ use crate::rows::Cols;
 
 pub use cluster_template::Model as ClusterTemplate;
 
+impl ClusterTemplate {
+    /// The uuid as its newtype (empty for a row without one, which nothing writes).
+    pub fn ident(&self) -> magnum_core::ids::ClusterTemplateUuid {
+        self.uuid.clone().unwrap_or_default().into()
+    }
+}
+
 /// A template as the driver's row holds it, for the streamed list: the fields of
 /// [`ClusterTemplate`], text borrowed from the row.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

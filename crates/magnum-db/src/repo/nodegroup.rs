@@ -18,6 +18,11 @@ pub use nodegroup::Model as NodeGroup;
 impl NodeGroup {
     /// The stored status as the enum the services and the conductor reason with; `None`
     /// when unset or a text no release of Magnum writes (shown as stored, never acted on).
+    /// The uuid as its newtype (empty for a row without one, which nothing writes).
+    pub fn ident(&self) -> magnum_core::ids::NodeGroupUuid {
+        self.uuid.clone().into()
+    }
+
     pub fn current_status(&self) -> Option<ClusterStatus> {
         self.status.as_deref()?.parse().ok()
     }

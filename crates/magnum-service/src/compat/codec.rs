@@ -185,9 +185,10 @@ fn opt_str(args: &Map<String, Value>, name: &str) -> Option<String> {
     args.get(name).and_then(Value::as_str).map(str::to_owned)
 }
 
-fn required(obj: &Object, field: &str) -> Result<String, RpcError> {
+/// A text field the object must carry, as the type it names (an id newtype or a String).
+fn required<T: From<String>>(obj: &Object, field: &str) -> Result<T, RpcError> {
     obj.str(field)
-        .map(str::to_owned)
+        .map(|s| T::from(s.to_owned()))
         .ok_or_else(|| RpcError::Malformed(format!("{} without {field}", obj.name())))
 }
 
@@ -501,7 +502,7 @@ impl MagnumCodec {
         cluster_uuid: &str,
         ng: &Object,
     ) -> Result<String, RpcError> {
-        let uuid = required(ng, "uuid")?;
+        let uuid: String = required(ng, "uuid")?;
         match self.nodegroup_row(cluster_uuid, &uuid).await {
             Ok(_) => return Ok(uuid),
             Err(RpcError::Remote(r)) if r.kind == magnum_core::ErrorKind::NotFound => {}
@@ -536,7 +537,7 @@ impl MagnumCodec {
                     .insert_new_cluster(&cluster, master_count, node_count)
                     .await?;
                 let r = ClusterCreate {
-                    cluster_uuid: uuid,
+                    cluster_uuid: uuid.into(),
                     master_count,
                     node_count,
                     create_timeout: opt_i32(a, "create_timeout")?,
@@ -548,7 +549,10 @@ impl MagnumCodec {
                 let r = ClusterUpdate {
                     cluster_uuid: required(&cluster, "uuid")?,
                     node_count: arg_i32(a, "node_count")?,
-                    health_status: opt_str(a, "health_status"),
+                    health_status: opt_str(a, "health_status")
+                        .map(|s| s.parse())
+                        .transpose()
+                        .map_err(|e| RpcError::Malformed(format!("health_status: {e}")))?,
                     health_status_reason: a
                         .get("health_status_reason")
                         .filter(|v| !v.is_null())
@@ -560,7 +564,13 @@ impl MagnumCodec {
             m::CLUSTER_DELETE => {
                 let uuid = opt_str(a, "uuid")
                     .ok_or_else(|| RpcError::Malformed("argument uuid missing".into()))?;
-                dispatch(ctx, m::CLUSTER_DELETE, &ClusterRef { cluster_uuid: uuid })
+                dispatch(
+                    ctx,
+                    m::CLUSTER_DELETE,
+                    &ClusterRef {
+                        cluster_uuid: uuid.into(),
+                    },
+                )
             }
             m::CLUSTER_RESIZE => {
                 let cluster = arg_object(a, "cluster", &CLUSTER)?;
@@ -593,11 +603,11 @@ impl MagnumCodec {
             m::NODEGROUP_CREATE => {
                 let cluster = arg_object(a, "cluster", &CLUSTER)?;
                 let ng = arg_object(a, "nodegroup", &NODEGROUP)?;
-                let cluster_uuid = required(&cluster, "uuid")?;
+                let cluster_uuid: String = required(&cluster, "uuid")?;
                 let nodegroup_uuid = self.insert_new_nodegroup(&cluster_uuid, &ng).await?;
                 let r = NodegroupRef {
-                    cluster_uuid,
-                    nodegroup_uuid,
+                    cluster_uuid: cluster_uuid.into(),
+                    nodegroup_uuid: nodegroup_uuid.into(),
                 };
                 dispatch(ctx, m::NODEGROUP_CREATE, &r)
             }

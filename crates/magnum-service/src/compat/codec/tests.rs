@@ -57,7 +57,7 @@ fn our_messages(s: &Seed) -> Vec<(Message, &'static [&'static str])> {
             msg(
                 m::CLUSTER_CREATE,
                 ClusterCreate {
-                    cluster_uuid: cluster.clone(),
+                    cluster_uuid: cluster.clone().into(),
                     master_count: 1,
                     node_count: 2,
                     create_timeout: Some(60),
@@ -69,9 +69,9 @@ fn our_messages(s: &Seed) -> Vec<(Message, &'static [&'static str])> {
             msg(
                 m::CLUSTER_UPDATE,
                 ClusterUpdate {
-                    cluster_uuid: cluster.clone(),
+                    cluster_uuid: cluster.clone().into(),
                     node_count: 3,
-                    health_status: Some("UNHEALTHY".into()),
+                    health_status: Some(magnum_core::status::ClusterHealthStatus::Unhealthy),
                     health_status_reason: Some(json!({"api": "down"})),
                     rollback: true,
                 },
@@ -88,7 +88,7 @@ fn our_messages(s: &Seed) -> Vec<(Message, &'static [&'static str])> {
             msg(
                 m::CLUSTER_DELETE,
                 ClusterRef {
-                    cluster_uuid: cluster.clone(),
+                    cluster_uuid: cluster.clone().into(),
                 },
             ),
             &["uuid"],
@@ -97,8 +97,8 @@ fn our_messages(s: &Seed) -> Vec<(Message, &'static [&'static str])> {
             msg(
                 m::CLUSTER_RESIZE,
                 ClusterResize {
-                    cluster_uuid: cluster.clone(),
-                    nodegroup_uuid: worker.clone(),
+                    cluster_uuid: cluster.clone().into(),
+                    nodegroup_uuid: worker.clone().into(),
                     node_count: 1,
                     nodes_to_remove: vec!["server-1".into()],
                 },
@@ -109,8 +109,8 @@ fn our_messages(s: &Seed) -> Vec<(Message, &'static [&'static str])> {
             msg(
                 m::CLUSTER_UPGRADE,
                 ClusterUpgrade {
-                    cluster_uuid: cluster.clone(),
-                    nodegroup_uuid: worker.clone(),
+                    cluster_uuid: cluster.clone().into(),
+                    nodegroup_uuid: worker.clone().into(),
                     cluster_template_uuid: TEMPLATE_UUID.into(),
                     max_batch_size: Some(2),
                 },
@@ -121,8 +121,8 @@ fn our_messages(s: &Seed) -> Vec<(Message, &'static [&'static str])> {
             msg(
                 m::NODEGROUP_CREATE,
                 NodegroupRef {
-                    cluster_uuid: cluster.clone(),
-                    nodegroup_uuid: worker.clone(),
+                    cluster_uuid: cluster.clone().into(),
+                    nodegroup_uuid: worker.clone().into(),
                 },
             ),
             &["cluster", "nodegroup"],
@@ -131,8 +131,8 @@ fn our_messages(s: &Seed) -> Vec<(Message, &'static [&'static str])> {
             msg(
                 m::NODEGROUP_UPDATE,
                 NodegroupUpdate {
-                    cluster_uuid: cluster.clone(),
-                    nodegroup_uuid: worker.clone(),
+                    cluster_uuid: cluster.clone().into(),
+                    nodegroup_uuid: worker.clone().into(),
                     min_node_count: Some(1),
                     max_node_count: Some(5),
                     node_labels: Some(r#"{"gpu": "true"}"#.into()),
@@ -146,8 +146,8 @@ fn our_messages(s: &Seed) -> Vec<(Message, &'static [&'static str])> {
             msg(
                 m::NODEGROUP_DELETE,
                 NodegroupRef {
-                    cluster_uuid: cluster.clone(),
-                    nodegroup_uuid: worker.clone(),
+                    cluster_uuid: cluster.clone().into(),
+                    nodegroup_uuid: worker.clone().into(),
                 },
             ),
             &["cluster", "nodegroup"],
@@ -156,7 +156,7 @@ fn our_messages(s: &Seed) -> Vec<(Message, &'static [&'static str])> {
             msg(
                 m::CREDENTIAL_ROTATE,
                 ClusterRef {
-                    cluster_uuid: cluster.clone(),
+                    cluster_uuid: cluster.clone().into(),
                 },
             ),
             &["cluster"],
@@ -165,7 +165,7 @@ fn our_messages(s: &Seed) -> Vec<(Message, &'static [&'static str])> {
             msg(
                 m::SIGN_CERTIFICATE,
                 SignCertificate {
-                    cluster_uuid: cluster.clone(),
+                    cluster_uuid: cluster.clone().into(),
                     csr: CSR.into(),
                     ca_cert_type: Some("etcd".into()),
                 },
@@ -176,7 +176,7 @@ fn our_messages(s: &Seed) -> Vec<(Message, &'static [&'static str])> {
             msg(
                 m::GET_CA_CERTIFICATE,
                 GetCaCertificate {
-                    cluster_uuid: cluster.clone(),
+                    cluster_uuid: cluster.clone().into(),
                     ca_cert_type: None,
                 },
             ),
@@ -186,7 +186,7 @@ fn our_messages(s: &Seed) -> Vec<(Message, &'static [&'static str])> {
             msg(
                 m::ROTATE_CA_CERTIFICATE,
                 ClusterRef {
-                    cluster_uuid: cluster.clone(),
+                    cluster_uuid: cluster.clone().into(),
                 },
             ),
             &["cluster"],
@@ -623,7 +623,7 @@ async fn nodegroup_patch_and_create_travel_as_upstreams_objects() {
     // PATCH: only what really changes is marked; max_node_count removed is null.
     let update = NodegroupUpdate {
         cluster_uuid: CLUSTER_UUID.into(),
-        nodegroup_uuid: s.worker.uuid.clone(),
+        nodegroup_uuid: s.worker.uuid.clone().into(),
         min_node_count: Some(0),
         max_node_count: None,
         node_labels: Some(r#"{"gpu": "true"}"#.into()),
