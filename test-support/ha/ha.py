@@ -173,6 +173,75 @@ def first_accepted_after(answers, t):
     return None
 
 
+def start_listener():
+    """test-support/oslo/peer.py listen, or None when there is no oslo venv (OSLO_PYTHON)."""
+    python = os.environ.get("OSLO_PYTHON")
+    if not python:
+        return None
+    hosts = ",".join("magnum:%s@localhost:%s" % (ENV["RABBIT_PASSWORD"], ENV["AMQP_PORT%d" % n]) for n in (1, 2, 3))
+    support = os.path.join(REPO, "test-support", "oslo")
+    out = open(os.path.join(W, "logs", "notifications.jsonl"), "w")
+    p = subprocess.Popen(
+        [python, os.path.join(support, "peer.py"), "listen", "rabbit://%s/" % hosts, "magnum", "notifications"],
+        stdin=subprocess.PIPE, stdout=out, stderr=open(os.path.join(W, "logs", "listener.stderr"), "w"),
+        env=dict(os.environ, PYTHONPATH=os.path.join(support, "stub"), PYTHONWARNINGS="ignore",
+                 OS_OSLO_MESSAGING_RABBIT__SSL="true",
+                 OS_OSLO_MESSAGING_RABBIT__SSL_CA_FILE=os.path.join(W, "tls", "ca.pem"),
+                 OS_OSLO_MESSAGING_RABBIT__RABBIT_QUORUM_QUEUE="true"))
+    path = out.name
+    ready = wait("the notification listener", lambda: "READY" in open(path).read(), 60)
+    if not check("a Python oslo.messaging notification listener is consuming (TLS, quorum queues)", ready is not None,
+                 open(os.path.join(W, "logs", "listener.stderr")).read()[-300:]):
+        p.kill()
+        return None
+    return p
+
+
+def check_notifications(p, created, deleted, answers):
+    """Every notification arrived once; each accepted create and delete has one outcome."""
+    time.sleep(3)  # the last ones are on their way
+    p.stdin.close()
+    try:
+        p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+    events = []
+    for line in open(os.path.join(W, "logs", "notifications.jsonl")):
+        try:
+            v = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(v, dict):
+            events.append(v)
+    ids = {}
+    outcomes = {}
+    for e in events:
+        mid = e.get("metadata", {}).get("message_id")
+        ids[mid] = ids.get(mid, 0) + 1
+        outcome = e.get("payload", {}).get("outcome")
+        if outcome and outcome != "pending":
+            key = (e["payload"].get("target", {}).get("id"), e.get("event_type"))
+            outcomes[key] = outcomes.get(key, 0) + 1
+    twice = [m for m, n in ids.items() if n > 1]
+    check("every notification arrived once (no message id twice)", not twice,
+          "%d events; %d ids twice, e.g. %s" % (len(events), len(twice), twice[:3]))
+    bad = []
+    superseded = 0
+    for uuid in created:
+        n = outcomes.get((uuid, "magnum.cluster.create"), 0)
+        if n == 0 and uuid in deleted:
+            superseded += 1  # deleted before its create started: no create outcome
+        elif n != 1:
+            bad.append("%s: %d create outcomes" % (uuid, n))
+    for uuid in deleted:
+        n = outcomes.get((uuid, "magnum.cluster.delete"), 0)
+        if n != 1:
+            bad.append("%s: %d delete outcomes" % (uuid, n))
+    check("each accepted create and delete has exactly one outcome notification", not bad,
+          "; ".join(bad[:5]))
+    say("figures: notifications received %d (%d creates deleted before they started)" % (len(events), superseded))
+
+
 def main():
     clouds = os.path.join(W, "keystone", "clouds.yaml")
     os.environ["OS_CLIENT_CONFIG_FILE"] = clouds
@@ -196,6 +265,10 @@ def main():
           str(s))
     running = rabbit_json(1, "cluster_status").get("running_nodes", [])
     check("RabbitMQ: three nodes running in one cluster", len(running) == 3, " ".join(sorted(running)))
+
+    # A Python oslo.messaging notification listener (what a billing or audit service runs),
+    # on the same three brokers, TLS and quorum queues, before the burst starts.
+    listener = start_listener()
 
     # The burst, in the background.
     burst_out = os.path.join(W, "logs", "burst.jsonl")
@@ -371,6 +444,8 @@ def main():
     stuck = [c for c in clusters if c["status"].endswith("_IN_PROGRESS")]
     check("nothing is left in progress (stuck = 0)", not stuck,
           ", ".join("%s %s" % (c["uuid"], c["status"]) for c in stuck[:5]))
+    if listener:
+        check_notifications(listener, created, deleted, answers)
     names = {c["name"] for c in clusters}
     applied_refused = [a for a in refused if a["op"] == "create" and a.get("name") in names]
 

@@ -400,6 +400,9 @@ rabbit_env() {
     local n=$1 d dist node
     d=$(rabbit_dir "$n")
     eval "dist=\$DIST_PORT$n node=\$RABBIT_NODE$n"
+    # Nothing of the machine's broker settings (scripts/services.sh exports its node name).
+    local v
+    for v in $(compgen -e | grep -E '^(RABBITMQ_|ERL_)'); do unset "$v"; done
     export HOME=$W/rabbit/home
     export RABBITMQ_NODENAME=$node RABBITMQ_USE_LONGNAME=false
     export RABBITMQ_CONF_ENV_FILE=$W/rabbit/rabbitmq-env.conf

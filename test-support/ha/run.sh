@@ -103,6 +103,9 @@ if ((${#need[@]})); then
 fi
 bash "$repo/test-support/keystone/setup-venv.sh" || { result 1 "the Keystone/openstacksdk venv"; exit 1; }
 venv=${MAGNUM_TEST_VENV:-/var/tmp/magnum-rs-venv}
+# oslo.messaging from PyPI, for the notification listener.
+OSLO_PYTHON=$(bash "$repo/test-support/oslo/setup-venv.sh") || { result 1 "the oslo.messaging venv"; exit 1; }
+export OSLO_PYTHON
 
 # --- The topology ---------------------------------------------------------------------------
 W=$(mktemp -d /tmp/magnum-ha.XXXXXX)
