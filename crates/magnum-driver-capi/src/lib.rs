@@ -839,8 +839,8 @@ impl Driver for CapiDriver {
         cluster: &Cluster,
         nodegroup: &NodeGroup,
     ) -> Result<()> {
-        let ngs = self.nodegroups_with(cluster, nodegroup).await?;
-        self.reconcile(ctx, cluster, &ngs).await
+        // The same as a create: the whole topology with this nodegroup as it now is.
+        self.create_nodegroup(ctx, cluster, nodegroup).await
     }
 
     async fn delete_nodegroup(

@@ -139,6 +139,13 @@ impl SimulatedDriver {
         let _ = self.waker.set(waker);
     }
 
+    /// A nodegroup operation: refused now if its labels say so, else under way.
+    fn start_nodegroup(&self, cluster: &Cluster, nodegroup: &NodeGroup, op: Op) -> Result<()> {
+        Self::fails_now(&nodegroup.labels, op)?;
+        self.start(cluster.uuid.as_str(), op, Some(nodegroup.uuid.as_str()));
+        Ok(())
+    }
+
     fn delay(&self, op: Op) -> Duration {
         match op {
             Op::Create | Op::NodegroupCreate => self.create_delay,
@@ -313,13 +320,7 @@ impl Driver for SimulatedDriver {
         cluster: &Cluster,
         nodegroup: &NodeGroup,
     ) -> Result<()> {
-        Self::fails_now(&nodegroup.labels, Op::NodegroupCreate)?;
-        self.start(
-            cluster.uuid.as_str(),
-            Op::NodegroupCreate,
-            Some(nodegroup.uuid.as_str()),
-        );
-        Ok(())
+        self.start_nodegroup(cluster, nodegroup, Op::NodegroupCreate)
     }
 
     async fn update_nodegroup(
@@ -328,13 +329,7 @@ impl Driver for SimulatedDriver {
         cluster: &Cluster,
         nodegroup: &NodeGroup,
     ) -> Result<()> {
-        Self::fails_now(&nodegroup.labels, Op::NodegroupUpdate)?;
-        self.start(
-            cluster.uuid.as_str(),
-            Op::NodegroupUpdate,
-            Some(nodegroup.uuid.as_str()),
-        );
-        Ok(())
+        self.start_nodegroup(cluster, nodegroup, Op::NodegroupUpdate)
     }
 
     async fn delete_nodegroup(
