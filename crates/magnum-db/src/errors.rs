@@ -88,6 +88,16 @@ pub(crate) fn is_retryable(e: &DbErr) -> bool {
     }
 }
 
+/// A Galera node outside the primary component (or still joining) answers every statement
+/// with ER_UNKNOWN_COM_ERROR (1047, "WSREP has not yet prepared node for application use"):
+/// the database is away for now, as when the server is down, not a fault of the request.
+fn is_galera_node_unready(e: &DbErr) -> bool {
+    sqlx_error(e)
+        .and_then(|e| e.as_database_error())
+        .and_then(|db| db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>())
+        .is_some_and(|my| my.number() == 1047)
+}
+
 pub(crate) fn is_unique_violation(e: &DbErr) -> bool {
     matches!(e.sql_err(), Some(SqlErr::UniqueConstraintViolation(_)))
 }
@@ -97,14 +107,16 @@ pub(crate) fn is_unique_violation(e: &DbErr) -> bool {
 pub(crate) fn map_db_err(e: DbErr) -> Error {
     let unavailable = match &e {
         DbErr::ConnectionAcquire(_) | DbErr::Conn(_) => true,
-        _ => matches!(
-            sqlx_error(&e),
-            Some(sqlx::Error::Io(_))
-                | Some(sqlx::Error::PoolTimedOut)
-                | Some(sqlx::Error::PoolClosed)
-                | Some(sqlx::Error::Tls(_))
-                | Some(sqlx::Error::WorkerCrashed)
-        ),
+        _ => {
+            matches!(
+                sqlx_error(&e),
+                Some(sqlx::Error::Io(_))
+                    | Some(sqlx::Error::PoolTimedOut)
+                    | Some(sqlx::Error::PoolClosed)
+                    | Some(sqlx::Error::Tls(_))
+                    | Some(sqlx::Error::WorkerCrashed)
+            ) || is_galera_node_unready(&e)
+        }
     };
     let text = match sqlx_error(&e) {
         Some(s) => s.to_string(),

@@ -250,14 +250,26 @@ pub(crate) async fn resize(inner: &Inner, ctx: &RequestContext, req: ClusterResi
         m.status = status(S::UpdateInProgress);
     })
     .await?;
-    inner
-        .notify(ctx, Action::Update, Outcome::Pending, &cluster, &ngs)
-        .await;
     let updated = save_cluster(inner, &cluster, |m| {
         m.status = status(S::UpdateInProgress);
         m.status_reason = None;
     })
     .await;
+    if let Err(e @ magnum_core::Error::StaleWrite { .. }) = updated {
+        // Another writer (a delete on another conductor, say) changed the cluster since it
+        // was read: take the nodegroup back and let the cast run again on what is there now,
+        // instead of marking the cluster failed over that writer's state.
+        let _ = save_ng(inner, &resized, |m| {
+            m.node_count = old_count;
+            m.status = ng.status.clone();
+            m.status_reason = ng.status_reason.clone();
+        })
+        .await;
+        return Err(e);
+    }
+    inner
+        .notify(ctx, Action::Update, Outcome::Pending, &cluster, &ngs)
+        .await;
     let outcome = match updated {
         Ok(updated) => match inner.driver_for(&updated).await {
             Ok(driver) => {

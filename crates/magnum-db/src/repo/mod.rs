@@ -16,7 +16,8 @@ use magnum_core::{Error, RequestContext, Result};
 use sea_orm::sea_query::{Expr, NullOrdering, Order};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DbBackend, EntityTrait, IdenStatic,
-    IntoActiveModel, Iterable, ModelTrait, QueryFilter, QueryOrder, QuerySelect, Select, Value,
+    IntoActiveModel, Iterable, ModelTrait, QueryFilter, QueryOrder, QuerySelect, Select,
+    TransactionTrait, Value,
 };
 
 use crate::Database;
@@ -240,7 +241,13 @@ where
     E::Model: IntoActiveModel<A>,
     A: ActiveModelTrait<Entity = E> + sea_orm::ActiveModelBehavior + Send,
 {
-    insert_in::<E, A, _>(db.conn(), model, duplicate).await
+    // sea-orm inserts, then reads the row back by its new id: on a pool those can be two
+    // connections, and behind HAProxy two Galera nodes, the second of which may not have
+    // applied the insert yet ("Failed to find inserted item"). A transaction holds one.
+    let txn = db.conn().begin().await.map_err(map_db_err)?;
+    let row = insert_in::<E, A, _>(&txn, model, duplicate).await?;
+    txn.commit().await.map_err(map_db_err)?;
+    Ok(row)
 }
 
 /// `insert` on a given connection or transaction.
