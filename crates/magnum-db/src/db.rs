@@ -23,6 +23,8 @@ pub struct DbSettings {
     pub url: DbUrl,
     /// oslo.db `mysql_sql_mode`, set on every new MySQL connection (upstream: TRADITIONAL).
     pub mysql_sql_mode: String,
+    /// oslo.db `mysql_wsrep_sync_wait`, set on every new MySQL connection when given.
+    pub mysql_wsrep_sync_wait: Option<u32>,
     pub max_pool_size: u32,
     pub max_overflow: u32,
     /// Seconds to wait for a pooled connection, and for a new connection to be made.
@@ -51,6 +53,7 @@ impl DbSettings {
         Self {
             url,
             mysql_sql_mode: "TRADITIONAL".into(),
+            mysql_wsrep_sync_wait: None,
             max_pool_size: 5,
             max_overflow: 50,
             pool_timeout: 30,
@@ -221,11 +224,16 @@ impl Database {
                 .max_lifetime(None::<Duration>);
         }
         let sql_mode = settings.mysql_sql_mode.clone();
+        let sync_wait = settings.mysql_wsrep_sync_wait;
         opts.map_sqlx_mysql_opts(|o| o.pipes_as_concat(false).no_engine_substitution(false))
             .map_sqlx_mysql_pool_opts(move |p| {
                 let sql_mode = sql_mode.clone();
                 p.after_connect(move |conn, _meta| {
-                    let stmt = format!("SET SESSION sql_mode = '{}'", sql_mode.replace('\'', ""));
+                    let mut stmt =
+                        format!("SET SESSION sql_mode = '{}'", sql_mode.replace('\'', ""));
+                    if let Some(n) = sync_wait {
+                        stmt.push_str(&format!(", wsrep_sync_wait = {n}"));
+                    }
                     Box::pin(async move {
                         conn.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(stmt)))
                             .await?;

@@ -22,6 +22,7 @@ pub fn db_settings(cfg: &Config) -> Result<DbSettings, Failure> {
         .map_err(|e| Failure::Config(format!("invalid value for [database] connection: {e}")))?;
     let mut s = DbSettings::new(url);
     s.mysql_sql_mode = d.mysql_sql_mode.clone();
+    s.mysql_wsrep_sync_wait = d.mysql_wsrep_sync_wait;
     s.max_pool_size = d.max_pool_size.max(1);
     // -1 means "no limit" upstream; a pool still needs a ceiling.
     s.max_overflow = non_negative(d.max_overflow, 100);

@@ -551,6 +551,22 @@ mod tests {
     }
 
     #[test]
+    fn an_integer_option_without_a_default() {
+        assert_eq!(load("").database.mysql_wsrep_sync_wait, None);
+        let cfg = load("[database]\nmysql_wsrep_sync_wait = 1\n");
+        assert_eq!(cfg.database.mysql_wsrep_sync_wait, Some(1));
+        assert_eq!(
+            load("[database]\nmysql_wsrep_sync_wait =\n")
+                .database
+                .mysql_wsrep_sync_wait,
+            None
+        );
+        assert!(
+            load_err("[database]\nmysql_wsrep_sync_wait = -1\n").contains("mysql_wsrep_sync_wait"),
+        );
+    }
+
+    #[test]
     fn substitution() {
         let cfg = load(
             "[DEFAULT]\nstate_path = /srv/magnum\nlog_dir = $state_path/log\n\

@@ -208,6 +208,9 @@ section! {
         slave_connection: Option<Secret> = None;
         /// SQL mode set on MySQL sessions; empty leaves the server default.
         mysql_sql_mode: String = "TRADITIONAL".into();
+        /// Galera: wsrep_sync_wait set on every new MySQL session (1: reads wait until the
+        /// node has applied what the cluster committed); unset leaves the server's value.
+        mysql_wsrep_sync_wait: Option<u32> = None;
         /// MySQL storage engine for new tables.
         mysql_engine: String = "InnoDB".into(), opt().legacy();
         /// Largest number of open connections kept in the pool.
@@ -234,7 +237,7 @@ section! {
     }
     accept [
         "backend", "sqlite_synchronous", "sqlite_db", "asyncio_connection",
-        "asyncio_slave_connection", "synchronous_reader", "mysql_wsrep_sync_wait",
+        "asyncio_slave_connection", "synchronous_reader",
         "mysql_enable_ndb", "connection_debug", "connection_trace", "use_db_reconnect",
         "connection_parameters", "min_pool_size", "pool_pre_ping", "use_tpool",
     ]

@@ -220,6 +220,21 @@ macro_rules! integer_value {
 }
 integer_value!(u16, u32, u64, i32, i64);
 
+/// An integer option with no default (oslo.config's `IntOpt` defaulting to None).
+impl OptValue for Option<u32> {
+    const EMPTY_IS_UNSET: bool = true;
+    const UNSIGNED: bool = true;
+    fn type_name(spec: &Spec) -> &'static str {
+        u32::type_name(spec)
+    }
+    fn parse(raw: &str, spec: &Spec) -> Result<Self, Invalid> {
+        u32::parse(raw, spec).map(Some)
+    }
+    fn render(&self, spec: &Spec) -> Vec<String> {
+        self.iter().flat_map(|n| n.render(spec)).collect()
+    }
+}
+
 impl OptValue for f64 {
     const EMPTY_IS_UNSET: bool = true;
     fn type_name(_: &Spec) -> &'static str {

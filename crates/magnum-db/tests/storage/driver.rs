@@ -344,3 +344,24 @@ async fn mariadb_rows_go_to_a_callback_and_a_stopped_reading_leaves_the_connecti
     assert_eq!(one, 1);
     conn.close().await.unwrap();
 }
+
+/// `[database] mysql_wsrep_sync_wait` is set on every new MySQL session, beside the SQL mode,
+/// as oslo.db does (Galera reads that wait for the node to catch up); unset leaves the
+/// server's value.
+#[tokio::test]
+async fn mariadb_sessions_get_wsrep_sync_wait_when_configured() {
+    let Some(db) = ServerDb::create(Server::MariaDb, "magnum_t").await else {
+        return;
+    };
+    for (configured, want) in [(Some(1), 1), (None, 0)] {
+        let mut settings = magnum_testkit::db::settings(&db.url());
+        settings.mysql_wsrep_sync_wait = configured;
+        let storage = magnum_db::Database::connect(settings).await.unwrap();
+        let got = storage
+            .scalar_text("SELECT CAST(@@SESSION.wsrep_sync_wait AS SIGNED)")
+            .await
+            .unwrap();
+        assert_eq!(got, Some(want), "configured {configured:?}");
+        storage.close().await;
+    }
+}
