@@ -128,6 +128,7 @@ pub(crate) async fn sweep(c: &Arc<Inner>, permits: &Arc<Semaphore>) -> Result<Me
     let clusters = inner.db.clusters();
     let (read, mut arriving) = clusters.stream_among(&S::IN_PROGRESS, &owned, true);
     drop(owned);
+    let alone = members.len() <= 1;
     let dispatch = async {
         let mut tasks = JoinSet::new();
         while let Some((cluster, ngs)) = arriving.recv().await {
@@ -145,7 +146,7 @@ pub(crate) async fn sweep(c: &Arc<Inner>, permits: &Arc<Semaphore>) -> Result<Me
             let c = c.clone();
             tasks.spawn(async move {
                 let _permit = permit;
-                if let Err(e) = process(&c, cluster, ngs, driver).await {
+                if let Err(e) = process(&c, cluster, ngs, driver, alone).await {
                     tracing::debug!(cluster = %uuid, error = %e, "status sync skipped");
                 }
             });
@@ -183,7 +184,7 @@ pub(crate) async fn sync_one(inner: &Inner, uuid: &str) -> Result<()> {
     let status = cluster.current_status();
     if status.is_some_and(S::is_in_progress) {
         let driver = inner.driver_for(&cluster).await;
-        return process(inner, cluster, ngs, driver).await;
+        return process(inner, cluster, ngs, driver, false).await;
     }
     if status.is_some_and(|s| RECOVERABLE.contains(&s)) {
         return recover(inner, cluster, ngs).await;
@@ -225,11 +226,13 @@ fn timed_out(cluster: &Cluster, now: chrono::NaiveDateTime) -> Option<i32> {
     (now > created + chrono::Duration::minutes(i64::from(minutes))).then_some(minutes)
 }
 
+/// `alone`: this conductor saw no other alive in the sweep that read the cluster.
 async fn process(
     inner: &Inner,
     cluster: Cluster,
     ngs: Vec<NodeGroup>,
     driver: Result<Arc<dyn Driver>>,
+    alone: bool,
 ) -> Result<()> {
     let uuid = cluster.uuid.clone().unwrap_or_default();
     let now = magnum_db::repo::now();
@@ -263,9 +266,12 @@ async fn process(
         return Ok(());
     }
     if creating && cluster.stack_id.is_none() {
-        // Never handed to the driver: the create was cut short (crash, lost message).
+        // Never handed to the driver: the create was cut short (crash, lost message). A
+        // create from before this process started is surely orphaned when no other conductor
+        // is alive; with others, one of them may be handling it right now, so it gets the
+        // grace like any other (two conductors resuming one create sent its outcome twice).
         let created = cluster.created_at.unwrap_or(now);
-        let orphaned = created < inner.started_at
+        let orphaned = (alone && created < inner.started_at)
             || now - created > chrono::Duration::seconds(RESUME_GRACE_SECS);
         if orphaned {
             tracing::info!(cluster = %uuid, "resuming an interrupted cluster create");
