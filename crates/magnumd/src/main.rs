@@ -117,7 +117,7 @@ pub enum Failure {
 fn main() -> ExitCode {
     // One TLS crypto provider for the whole process, before anything opens a connection.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(as_subcommand(std::env::args_os()));
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Exit(code)) => ExitCode::from(code),
@@ -130,6 +130,29 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// Upstream's command names, which deployment tools call (kolla's containers and health
+/// checks, systemd units): started under one of them (a link to magnumd), magnumd runs that
+/// subcommand, with the rest of the line as that command's arguments.
+const UPSTREAM_NAMES: [(&str, &str); 4] = [
+    ("magnum-api", "api"),
+    ("magnum-conductor", "conductor"),
+    ("magnum-db-manage", "db"),
+    ("magnum-status", "status"),
+];
+
+fn as_subcommand(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = args.collect();
+    let invoked = args
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    if let Some((_, sub)) = UPSTREAM_NAMES.iter().find(|(name, _)| *name == invoked) {
+        args.insert(1, (*sub).into());
+    }
+    args
 }
 
 fn load_config(cli: &Cli) -> Result<Config, Failure> {

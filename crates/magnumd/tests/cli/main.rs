@@ -145,6 +145,49 @@ pub(crate) fn http(
     (status, json)
 }
 
+/// Started under upstream's command names (links to magnumd, as the package installs them),
+/// magnumd runs those commands: `magnum-db-manage upgrade|version`, `magnum-status upgrade
+/// check`, with upstream's `--config-file` after the name.
+#[test]
+fn upstream_command_names_run_their_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("names.sqlite");
+    let conf = write_conf(
+        dir.path(),
+        "magnum.conf",
+        &format!("[database]\nconnection = sqlite:///{}\n", db.display()),
+    );
+    let link = |name: &str| {
+        let path = dir.path().join(name);
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_magnumd"), &path).unwrap();
+        path
+    };
+    let run = |path: &Path, args: &[&str]| {
+        let out = Command::new(path)
+            .args(args)
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    let manage = link("magnum-db-manage");
+    let (code, out, err) = run(&manage, &["--config-file", &conf, "version"]);
+    assert_eq!((code, out.as_str()), (Some(0), "None\n"), "{err}");
+    let (code, out, err) = run(&manage, &["--config-file", &conf, "upgrade"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("b3e1cf4a2d5e"), "{out}");
+    let (_, out, _) = run(&manage, &["--config-file", &conf, "version"]);
+    assert_eq!(out, "b3e1cf4a2d5e\n");
+    // The checks' table, and an exit status of 0, 1 or 2 as upstream's.
+    let status = link("magnum-status");
+    let (code, out, err) = run(&status, &["--config-file", &conf, "upgrade", "check"]);
+    assert!(matches!(code, Some(0..=2)), "{code:?} {err}");
+    assert!(out.contains("Check:"), "{out}");
+    // magnumd under its own name is unchanged: `version` is not one of its commands.
+    let (code, _, _) = run(Path::new(env!("CARGO_BIN_EXE_magnumd")), &["version"]);
+    assert_eq!(code, Some(2));
+}
+
 #[test]
 fn db_upgrade_and_version_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
