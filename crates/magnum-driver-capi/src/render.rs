@@ -533,35 +533,18 @@ pub(crate) mod tests {
 
     pub(crate) fn cluster() -> Cluster {
         Cluster {
-            uuid: "2d2a5d3c-1111-4c1e-9f7e-000000000001".into(),
-            name: "c".into(),
             project_id: Some("p".into()),
             user_id: Some("u".into()),
             cluster_template_id: Some("t".into()),
             keypair: Some("kp".into()),
-            docker_volume_size: None,
             labels: serde_json::from_value(json!({"kube_tag": "v1.33.1"})).unwrap(),
-            master_flavor_id: None,
             flavor_id: Some("m1.small".into()),
             stack_id: Some("kube-ab12c".into()),
             status: Some(ClusterStatus::CreateInProgress),
-            status_reason: None,
-            health_status: None,
             create_timeout: Some(60),
-            api_address: None,
-            discovery_url: None,
-            coe_version: None,
-            container_version: None,
-            fixed_network: None,
-            fixed_subnet: None,
             floating_ip_enabled: true,
             master_lb_enabled: true,
-            ca_cert_ref: None,
-            magnum_cert_ref: None,
-            etcd_ca_cert_ref: None,
-            front_proxy_ca_cert_ref: None,
-            created_at: None,
-            updated_at: None,
+            ..Cluster::new("2d2a5d3c-1111-4c1e-9f7e-000000000001".into(), "c")
         }
     }
 

@@ -56,35 +56,16 @@ fn fds() -> usize {
 
 fn cluster(i: usize) -> Cluster {
     Cluster {
-        uuid: format!("00000000-0000-4000-8000-{i:012}").into(),
-        name: format!("soak{i}"),
         project_id: Some("p".into()),
         user_id: Some("u".into()),
         cluster_template_id: Some("t".into()),
-        keypair: None,
-        docker_volume_size: None,
-        labels: serde_json::Map::new(),
-        master_flavor_id: None,
-        flavor_id: None,
         stack_id: Some(format!("kube-s{i:04}")),
         status: Some(ClusterStatus::CreateInProgress),
-        status_reason: None,
-        health_status: None,
         create_timeout: Some(60),
-        api_address: None,
-        discovery_url: None,
-        coe_version: None,
-        container_version: None,
-        fixed_network: None,
-        fixed_subnet: None,
-        floating_ip_enabled: false,
-        master_lb_enabled: false,
-        ca_cert_ref: None,
-        magnum_cert_ref: None,
-        etcd_ca_cert_ref: None,
-        front_proxy_ca_cert_ref: None,
-        created_at: None,
-        updated_at: None,
+        ..Cluster::new(
+            format!("00000000-0000-4000-8000-{i:012}").into(),
+            format!("soak{i}"),
+        )
     }
 }
 
