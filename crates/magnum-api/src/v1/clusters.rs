@@ -22,7 +22,10 @@ use serde_json::{Map, Value, json};
 
 use super::lookup::{self, admin_scope, labels_diff};
 use super::rendered::{Items, List};
-use super::{Link, ListParams, Ts, ctx_target, links, no_content, owner_target, raw_json, respond};
+use super::{
+    Link, ListParams, Ts, bad_marker, ctx_target, links, no_content, owner_target, raw_json,
+    respond,
+};
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::input::{
@@ -846,12 +849,6 @@ pub async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
     }
 }
 
-fn bad_marker(m: &str) -> ApiError {
-    ApiError::BadRequest(format!(
-        "Invalid input for field/attribute marker. Value: '{m}'. Wrong type. Expected 'uuid', got 'str'"
-    ))
-}
-
 /// List or detail. At most three statements: the marker row, one page of clusters and the
 /// nodegroups of that page (detail adds one template read per distinct template).
 async fn list(app: &AppState, req: &Req, detail: bool) -> ApiResult<Response> {
@@ -868,7 +865,6 @@ async fn list(app: &AppState, req: &Req, detail: bool) -> ApiResult<Response> {
     }
     let ctx = admin_scope(req);
     let marker = match &params.marker {
-        Some(m) if !is_uuid_like(m) => return Err(bad_marker(m)),
         Some(m) => Some(app.db.clusters().get_by_uuid(&ctx, m).await?),
         None => None,
     };

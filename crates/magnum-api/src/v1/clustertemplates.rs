@@ -280,11 +280,6 @@ async fn list(app: &AppState, req: &Req, detail: bool) -> ApiResult<Response> {
     }
     let ctx = admin_scope(req);
     let marker = match &params.marker {
-        Some(m) if !is_uuid_like(m) => {
-            return Err(ApiError::BadRequest(format!(
-                "Invalid input for field/attribute marker. Value: '{m}'. Wrong type. Expected 'uuid', got 'str'"
-            )));
-        }
         Some(m) => Some(app.db.cluster_templates().get_by_uuid(&ctx, m).await?),
         None => None,
     };

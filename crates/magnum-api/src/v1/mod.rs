@@ -31,6 +31,7 @@ use axum::response::Response;
 use chrono::NaiveDateTime;
 use http::{HeaderValue, StatusCode};
 use magnum_conf::policy::Target;
+use magnum_core::ids::is_uuid_like;
 use magnum_db::{Page, SortDir};
 use serde_json::{Value, json};
 
@@ -200,16 +201,63 @@ pub struct ListParams {
     pub sort_dir: SortDir,
 }
 
+/// The type upstream's controller declares for a list's `marker` (WSME converts it before the
+/// controller runs, so a bad one is refused ahead of the policy check and any lookup).
+#[derive(Clone, Copy)]
+pub enum MarkerType {
+    Uuid,
+    /// Quotas page by their integer id.
+    Int,
+}
+
+/// WSME's refusal of a query argument it cannot convert.
+pub fn unconvertible(field: &str, raw: &str, type_name: &str, error: &str) -> ApiError {
+    ApiError::BadRequest(format!(
+        "Invalid input for field/attribute {field}. Value: '{raw}'. unable to convert to {type_name}. Error: {error}"
+    ))
+}
+
+fn not_an_int(field: &str, raw: &str) -> ApiError {
+    unconvertible(
+        field,
+        raw,
+        "int",
+        &format!("invalid literal for int() with base 10: '{raw}'"),
+    )
+}
+
+/// A `marker` that is not a UUID, as upstream's `types.uuid` refuses it.
+pub fn bad_marker(raw: &str) -> ApiError {
+    unconvertible(
+        "marker",
+        raw,
+        "uuid",
+        &format!("Expected a uuid but received {raw}."),
+    )
+}
+
 impl ListParams {
+    /// A list whose marker is a UUID (every list but the quotas').
     pub fn parse(req: &Req, max_limit: u64) -> ApiResult<Self> {
+        Self::parse_as(req, max_limit, MarkerType::Uuid)
+    }
+
+    /// Checked in upstream's argument order: marker, then limit, then the sort.
+    pub fn parse_as(req: &Req, max_limit: u64, marker_type: MarkerType) -> ApiResult<Self> {
+        let marker = req.query("marker").map(str::to_owned);
+        if let Some(m) = &marker {
+            match marker_type {
+                MarkerType::Uuid if !is_uuid_like(m) => return Err(bad_marker(m)),
+                MarkerType::Int if m.trim().parse::<i64>().is_err() => {
+                    return Err(not_an_int("marker", m));
+                }
+                _ => {}
+            }
+        }
         let limit = match req.query("limit") {
             None => max_limit,
             Some(raw) => {
-                let n: i64 = raw.trim().parse().map_err(|_| {
-                    ApiError::BadRequest(format!(
-                        "Invalid input for field/attribute limit. Value: '{raw}'. unable to convert to int. Error: invalid literal for int() with base 10: '{raw}'"
-                    ))
-                })?;
+                let n: i64 = raw.trim().parse().map_err(|_| not_an_int("limit", raw))?;
                 if n <= 0 {
                     return Err(ApiError::BadRequest("Limit must be positive".into()));
                 }
@@ -221,7 +269,7 @@ impl ListParams {
             Some(d) => d.parse()?,
         };
         Ok(Self {
-            marker: req.query("marker").map(str::to_owned),
+            marker,
             limit,
             sort_key: req.query("sort_key").unwrap_or("id").to_owned(),
             sort_dir,

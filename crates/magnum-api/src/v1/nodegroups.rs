@@ -8,7 +8,6 @@
 
 use axum::response::Response;
 use http::{Method, StatusCode};
-use magnum_core::ids::is_uuid_like;
 use magnum_db::repo::cluster::Cluster;
 use magnum_db::repo::nodegroup::{NodeGroup, NodeGroupFilters};
 use magnum_service::nodegroups::NodegroupPatch;
@@ -281,11 +280,6 @@ async fn list(app: &AppState, req: &Req, cluster: &str) -> ApiResult<Response> {
     let cluster_uuid = c.uuid.unwrap_or_default();
     let repo = app.db.nodegroups();
     let marker = match &params.marker {
-        Some(m) if !is_uuid_like(m) => {
-            return Err(ApiError::BadRequest(format!(
-                "Invalid input for field/attribute marker. Value: '{m}'. Wrong type. Expected 'uuid', got 'str'"
-            )));
-        }
         Some(m) => Some(repo.get_by_uuid(&ctx, &cluster_uuid, m).await?),
         None => None,
     };

@@ -6,7 +6,9 @@ use http::{Method, StatusCode};
 use magnum_db::repo::quota::{Quota, QuotaFilters};
 use serde_json::{Value, json};
 
-use super::{ListParams, collection, created, ctx_target, no_content, respond, timestamp};
+use super::{
+    ListParams, MarkerType, collection, created, ctx_target, no_content, respond, timestamp,
+};
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::input::{Field, Kind, field, parse_bool, parse_object, read_only};
@@ -132,7 +134,7 @@ pub async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
 
 async fn list(app: &AppState, req: &Req) -> ApiResult<Response> {
     req.allow_query(&["marker", "limit", "sort_key", "sort_dir", "all_tenants"])?;
-    let params = ListParams::parse(req, app.settings.max_limit)?;
+    let params = ListParams::parse_as(req, app.settings.max_limit, MarkerType::Int)?;
     app.policy
         .authorize("quota:get_all", &ctx_target(req), &req.ctx)?;
     let all_tenants = match req.query("all_tenants") {
@@ -149,9 +151,8 @@ async fn list(app: &AppState, req: &Req) -> ApiResult<Response> {
     }
     let marker = match &params.marker {
         Some(m) => {
-            let id: i32 = m.parse().map_err(|_| {
-                ApiError::BadRequest(format!("Invalid input for field/attribute marker. Value: '{m}'. unable to convert to int"))
-            })?;
+            // An integer already (parse_as); one past i32 names no row.
+            let id: i32 = m.trim().parse().unwrap_or(i32::MAX);
             Some(app.db.quotas().get_by_id(id).await?)
         }
         None => None,

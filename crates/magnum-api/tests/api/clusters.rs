@@ -605,7 +605,50 @@ async fn list_pages_and_policies() {
     assert_error(
         &s.get(MEMBER, "/v1/clusters?marker=nope").await,
         400,
-        "Invalid input for field/attribute marker. Value: 'nope'. Wrong type. Expected 'uuid', got 'str'",
+        "Invalid input for field/attribute marker. Value: 'nope'. unable to convert to uuid. Error: Expected a uuid but received nope.",
+    );
+}
+
+/// Upstream's WSME converts a list's arguments in their order before the controller runs, so a
+/// bad marker is refused ahead of a bad limit, the policy and the parent cluster's lookup
+/// (texts read off upstream Magnum 23.0.0's API).
+#[tokio::test]
+async fn list_arguments_are_refused_in_upstreams_order_and_words() {
+    let s = start().await;
+    let uuid_err = |v: &str| {
+        format!(
+            "Invalid input for field/attribute marker. Value: '{v}'. unable to convert to uuid. Error: Expected a uuid but received {v}."
+        )
+    };
+    for path in [
+        "/v1/clusters?marker=abc&limit=x",
+        "/v1/clusters/detail?marker=abc",
+        "/v1/clustertemplates?marker=abc",
+        "/v1/clustertemplates/detail?marker=abc",
+        "/v1/clusters/no-such-cluster/nodegroups?marker=abc",
+        "/v1/clusters/abc/detail",
+    ] {
+        assert_error(&s.get(MEMBER, path).await, 400, &uuid_err("abc"));
+    }
+    let nobody = Persona {
+        project: "demo",
+        user: "u",
+        roles: "viewer",
+    };
+    assert_error(
+        &s.get(nobody, "/v1/clusters?marker=abc").await,
+        400,
+        &uuid_err("abc"),
+    );
+    assert_error(
+        &s.get(MEMBER, "/v1/clusters?limit=x").await,
+        400,
+        "Invalid input for field/attribute limit. Value: 'x'. unable to convert to int. Error: invalid literal for int() with base 10: 'x'",
+    );
+    assert_error(
+        &s.get(ADMIN, "/v1/quotas?marker=abc").await,
+        400,
+        "Invalid input for field/attribute marker. Value: 'abc'. unable to convert to int. Error: invalid literal for int() with base 10: 'abc'",
     );
 }
 
