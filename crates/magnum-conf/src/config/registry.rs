@@ -20,6 +20,8 @@ pub(crate) struct Spec {
     pub multi: bool,
     /// Accepted for compatibility and otherwise ignored; a bad value only warns.
     pub legacy: bool,
+    /// Read and type-checked, but nothing in magnumd uses the value yet.
+    pub inert: bool,
     /// Shown in the sample instead of a default computed on this machine.
     pub sample_default: Option<&'static str>,
     /// Older names of the option in the same section, still read (with a warning).
@@ -35,6 +37,7 @@ pub(crate) const fn opt() -> Spec {
         item_choices: &[],
         multi: false,
         legacy: false,
+        inert: false,
         sample_default: None,
         aliases: &[],
     }
@@ -72,6 +75,12 @@ impl Spec {
     pub const fn legacy(self) -> Self {
         Self {
             legacy: true,
+            ..self
+        }
+    }
+    pub const fn inert(self) -> Self {
+        Self {
+            inert: true,
             ..self
         }
     }
@@ -157,6 +166,16 @@ pub(crate) const IGNORED_SECTIONS: &[&str] = &[
     "ssl",
 ];
 
+/// Declared sections none of whose options magnumd uses yet (the options are still
+/// type-checked).
+pub(crate) const INERT_SECTIONS: &[&str] = &[
+    "magnum_client",
+    "profiler",
+    "auto_scaling",
+    "manila_client",
+    "proxy",
+];
+
 pub(crate) struct Registry {
     pub sections: Vec<SectionInfo>,
 }
@@ -176,40 +195,93 @@ impl Registry {
             .is_some_and(|s| s.option(name).is_some() || s.accepted.contains(&name))
     }
 
-    /// Unknown sections and options, and uses of old option names, in file order, each once.
+    /// Uses of old option names, then one line naming every option the files set that
+    /// magnumd does not honour: known to upstream but without effect here (legacy,
+    /// library, removed-feature and not-yet-used options), then unknown ones. Deployment
+    /// tools write dozens of such options; one line keeps a start's log readable while
+    /// still naming each. An option set to an empty value asks for nothing and is left out
+    /// of the first list (kolla-ansible writes `ca_file =` for every client).
     pub fn warnings(&self, files: &[IniFile]) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
-        let mut push = |w: String| {
-            if !out.contains(&w) {
-                out.push(w);
+        let mut deprecated: Vec<String> = Vec::new();
+        let mut ignored: Vec<String> = Vec::new();
+        let mut unknown: Vec<String> = Vec::new();
+        let add = |list: &mut Vec<String>, item: String| {
+            if !list.contains(&item) {
+                list.push(item);
             }
         };
         for file in files {
             for section in &file.sections {
-                if IGNORED_SECTIONS.contains(&section.name.as_str()) {
+                let name = section.name.as_str();
+                let info = self.section(name);
+                if info.is_none() && !IGNORED_SECTIONS.contains(&name) {
+                    if section.entries.is_empty() {
+                        add(&mut unknown, format!("[{}]", section.written));
+                    }
+                    for (key, _) in &section.entries {
+                        add(&mut unknown, format!("[{}] {key}", section.written));
+                    }
                     continue;
                 }
-                let Some(info) = self.section(&section.name) else {
-                    push(format!("unknown section [{}] ignored", section.written));
-                    continue;
-                };
-                for (key, _) in &section.entries {
-                    if info.option(key).is_some() || info.accepted.contains(&key.as_str()) {
+                let inert_section = INERT_SECTIONS.contains(&name);
+                for (key, value) in &section.entries {
+                    let item = format!("[{name}] {key}");
+                    let Some(info) = info else {
+                        // A section of a library or a removed feature.
+                        if !value.trim().is_empty() {
+                            add(&mut ignored, item);
+                        }
                         continue;
-                    }
-                    match info
+                    };
+                    if let Some(o) = info.option(key) {
+                        if (inert_section || o.spec.legacy || o.spec.inert)
+                            && !value.trim().is_empty()
+                        {
+                            add(&mut ignored, item);
+                        }
+                    } else if info.accepted.contains(&key.as_str()) {
+                        if !value.trim().is_empty() {
+                            add(&mut ignored, item);
+                        }
+                    } else if let Some(o) = info
                         .options
                         .iter()
                         .find(|o| o.spec.aliases.contains(&key.as_str()))
                     {
-                        Some(o) => push(format!(
-                            "deprecated option [{}] {key}: use {} instead",
-                            info.name, o.name
-                        )),
-                        None => push(format!("unknown option [{}] {key} ignored", info.name)),
+                        add(
+                            &mut deprecated,
+                            format!("deprecated option [{name}] {key}: use {} instead", o.name),
+                        );
+                        if inert_section || o.spec.legacy || o.spec.inert {
+                            add(&mut ignored, item);
+                        }
+                    } else {
+                        add(&mut unknown, item);
                     }
                 }
             }
+        }
+        let mut out = deprecated;
+        let mut parts = Vec::new();
+        if !ignored.is_empty() {
+            parts.push(format!(
+                "{} without effect in magnumd ({})",
+                ignored.len(),
+                ignored.join(", ")
+            ));
+        }
+        if !unknown.is_empty() {
+            parts.push(format!(
+                "{} unknown ({})",
+                unknown.len(),
+                unknown.join(", ")
+            ));
+        }
+        if !parts.is_empty() {
+            out.push(format!(
+                "configuration options ignored: {}",
+                parts.join("; ")
+            ));
         }
         out
     }

@@ -87,7 +87,7 @@ section! {
         /// regardless).
         periodic_enable: bool = true;
         /// Longest sleep, in seconds, between two runs of the periodic task scheduler.
-        periodic_interval_max: u32 = 60;
+        periodic_interval_max: u32 = 60, opt().inert();
         /// A service whose last heartbeat is older (or further in the future) than this many
         /// seconds is reported as down.
         service_down_time: u32 = 180;
@@ -205,7 +205,7 @@ section! {
         /// Database URL, e.g. mysql+pymysql://magnum:password@host/magnum.
         connection: Secret = "sqlite:///$state_path/magnum.sqlite".into();
         /// Database URL of a read-only replica.
-        slave_connection: Option<Secret> = None;
+        slave_connection: Option<Secret> = None, opt().inert();
         /// SQL mode set on MySQL sessions; empty leaves the server default.
         mysql_sql_mode: String = "TRADITIONAL".into();
         /// Galera: wsrep_sync_wait set on every new MySQL session (1: reads wait until the
@@ -222,9 +222,9 @@ section! {
         /// Seconds after which a pooled connection is replaced; -1 means never.
         connection_recycle_time: i64 = 3600, opt().min(-1);
         /// Connection attempts at startup; -1 means retry forever.
-        max_retries: i64 = 10, opt().min(-1);
+        max_retries: i64 = 10, opt().min(-1).inert();
         /// Seconds between connection attempts at startup.
-        retry_interval: u32 = 10;
+        retry_interval: u32 = 10, opt().inert();
         /// Retries of a transaction that failed on a lost connection or a deadlock; -1 means
         /// retry forever.
         db_max_retries: i64 = 20, opt().min(-1);
@@ -276,7 +276,7 @@ section! {
         /// System scope of the service token, e.g. all.
         system_scope: Option<String> = None;
         /// Trust to scope the service token to.
-        trust_id: Option<String> = None;
+        trust_id: Option<String> = None, opt().inert();
         /// Application credential id (`auth_type = v3applicationcredential`).
         application_credential_id: Option<String> = None;
         /// Application credential name, with the user that owns it.
@@ -290,18 +290,18 @@ section! {
         /// CA bundle (PEM) for verifying OpenStack API certificates.
         cafile: Option<String> = None;
         /// Client certificate (PEM) for OpenStack API calls.
-        certfile: Option<String> = None;
+        certfile: Option<String> = None, opt().inert();
         /// Client private key (PEM) for OpenStack API calls.
-        keyfile: Option<String> = None;
+        keyfile: Option<String> = None, opt().inert();
         /// Do not verify OpenStack API certificates.
         insecure: bool = false;
         /// Timeout, in seconds, of each OpenStack API call. Upstream has none by default;
         /// magnum-rs waits at most 30 seconds.
         timeout: f64 = 30.0, opt().min(0);
         /// Record the time of each API call.
-        collect_timing: bool = false;
+        collect_timing: bool = false, opt().inert();
         /// Log API requests and responses to separate loggers.
-        split_loggers: bool = false;
+        split_loggers: bool = false, opt().inert();
     }
     accept ["auth_section", "tls_ciphers", "tls_min_version"]
 }
@@ -336,7 +336,7 @@ section! {
         /// Reject service tokens without one of service_token_roles (otherwise only warn).
         service_token_roles_required: bool = false;
         /// Pass unauthenticated requests on instead of rejecting them.
-        delay_auth_decision: bool = false;
+        delay_auth_decision: bool = false, opt().inert();
         /// Catalog interface of the Keystone endpoint used for validation.
         interface: String = "internal".into();
         /// Region of the Keystone endpoint used for validation.
@@ -344,9 +344,9 @@ section! {
         /// CA bundle (PEM) for verifying Keystone's certificate.
         cafile: Option<String> = None;
         /// Client certificate (PEM) for Keystone.
-        certfile: Option<String> = None;
+        certfile: Option<String> = None, opt().inert();
         /// Client private key (PEM) for Keystone.
-        keyfile: Option<String> = None;
+        keyfile: Option<String> = None, opt().inert();
         /// Do not verify Keystone's certificate.
         insecure: bool = false;
     }
@@ -380,7 +380,7 @@ section! {
         /// Transport for notifications; the RPC transport_url when unset.
         transport_url: Option<Secret> = None;
         /// Times to retry sending a notification; -1 retries forever.
-        retry: i64 = -1, opt().min(-1);
+        retry: i64 = -1, opt().min(-1).inert();
     }
 }
 
@@ -500,9 +500,9 @@ section! {
     pub struct ClusterSection {
         /// Directory where client certificates for talking to workload clusters are cached,
         /// if it exists.
-        temp_cache_dir: String = "/var/lib/magnum/certificate-cache".into();
+        temp_cache_dir: String = "/var/lib/magnum/certificate-cache".into(), opt().inert();
         /// Seconds to wait for the cluster's load balancers to be deleted.
-        pre_delete_lb_timeout: u32 = 60;
+        pre_delete_lb_timeout: u32 = 60, opt().inert();
         /// Server group policy of cluster nodes.
         nodes_affinity_policy: String = "soft-anti-affinity".into(), opt().legacy();
         /// URL of the public etcd discovery service.
@@ -525,9 +525,9 @@ section! {
     /// `[drivers]`: which cluster drivers are available and how clusters reach OpenStack.
     pub struct DriversSection {
         /// Whether cluster nodes verify the TLS certificates of the OpenStack APIs.
-        verify_ca: bool = true;
+        verify_ca: bool = true, opt().inert();
         /// CA bundle passed to and installed on cluster nodes.
-        openstack_ca_file: String = String::new();
+        openstack_ca_file: String = String::new(), opt().inert();
         /// Drivers that may not be used, by entry point name.
         disabled_drivers: Vec<String> = Vec::new();
         /// Beta drivers that may be used, by entry point name.
@@ -544,7 +544,7 @@ section! {
     pub struct KubernetesSection {
         /// Default policy of the Keystone webhook in clusters using Keystone authentication.
         keystone_auth_default_policy: String =
-            "/etc/magnum/keystone_auth_default_policy.json".into();
+            "/etc/magnum/keystone_auth_default_policy.json".into(), opt().inert();
         /// Seconds between health checks of each cluster; negative disables them.
         health_polling_interval: i64 = 60;
         /// Manifest applied after a cluster is created.
@@ -565,14 +565,14 @@ section! {
     pub struct CinderSection {
         /// Volume type of boot volumes when the labels name none; empty uses Cinder's
         /// default.
-        default_boot_volume_type: String = String::new();
+        default_boot_volume_type: String = String::new(), opt().inert();
         /// Size in GB of boot volumes when the labels set none; 0 boots from the flavor's
         /// disk.
         default_boot_volume_size: u32 = 0;
         /// Volume type of container storage volumes.
-        default_docker_volume_type: String = String::new();
+        default_docker_volume_type: String = String::new(), opt().inert();
         /// Volume type of etcd volumes.
-        default_etcd_volume_type: String = String::new();
+        default_etcd_volume_type: String = String::new(), opt().inert();
     }
 }
 
@@ -597,13 +597,13 @@ section! {
         /// internal, admin).
         endpoint_type: String = "publicURL".into();
         /// CA bundle (PEM) for verifying Octavia's certificate.
-        ca_file: Option<String> = None;
+        ca_file: Option<String> = None, opt().inert();
         /// Client certificate (PEM) for Octavia.
-        cert_file: Option<String> = None;
+        cert_file: Option<String> = None, opt().inert();
         /// Client private key (PEM) for Octavia.
-        key_file: Option<String> = None;
+        key_file: Option<String> = None, opt().inert();
         /// Do not verify Octavia's certificate.
-        insecure: bool = false;
+        insecure: bool = false, opt().inert();
     }
     accept ["api_version"]
 }
@@ -715,9 +715,9 @@ section! {
         /// CA bundle placed in the workload cloud config.
         ca_file: Option<String> = None;
         /// Client certificate for the OpenStack APIs.
-        cert_file: Option<String> = None;
+        cert_file: Option<String> = None, opt().inert();
         /// Client private key for the OpenStack APIs.
-        key_file: Option<String> = None;
+        key_file: Option<String> = None, opt().inert();
         /// Do not verify OpenStack API certificates from workload clusters.
         insecure: bool = false;
     }

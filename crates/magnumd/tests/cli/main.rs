@@ -272,7 +272,8 @@ fn unknown_options_warn_and_work_goes_on() {
     let out = magnumd(&["--config-file", &conf, "db", "version"]);
     assert!(out.status.success());
     assert!(
-        text(&out.stderr).contains("unknown option [api] no_such_option"),
+        text(&out.stderr)
+            .contains("configuration options ignored: 1 unknown ([api] no_such_option)"),
         "{}",
         text(&out.stderr)
     );
