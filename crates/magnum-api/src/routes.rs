@@ -273,7 +273,9 @@ async fn metrics_response(app: &AppState) -> Response {
     let Some(m) = magnum_core::metrics::metrics() else {
         return ApiError::Routing(StatusCode::NOT_FOUND).into_response();
     };
-    app.db.record_metrics(m).await;
+    app.db
+        .record_metrics(m, app.settings.service_down_time)
+        .await;
     let mut r = Response::new(Body::from(m.render()));
     r.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -36,6 +36,9 @@ pub struct Metrics {
     /// `magnum_db_pool_connections{state}` (in_use, idle) and `magnum_db_pool_max`.
     pub db_pool: IntGaugeVec,
     pub db_pool_max: IntGauge,
+    /// `magnum_conductors{state}` (up, down): the heartbeat rows as `coe service list` judges
+    /// them, so one scrape target tells of every conductor (set at scrape time).
+    pub conductors: IntGaugeVec,
 }
 
 fn counter(
@@ -160,6 +163,12 @@ impl Metrics {
                 "Nodegroups by status.",
                 &["status"],
             )?,
+            conductors: gauge(
+                &registry,
+                "magnum_conductors",
+                "Conductors by state: up when their heartbeat is within service_down_time.",
+                &["state"],
+            )?,
             registry,
         })
     }
@@ -176,6 +185,12 @@ impl Metrics {
                 .with_label_values(&[status.as_str()])
                 .set(*n);
         }
+    }
+
+    /// Sets the conductor gauges; both states are always present, so a rule can compare them.
+    pub fn set_conductors(&self, up: i64, down: i64) {
+        self.conductors.with_label_values(&["up"]).set(up);
+        self.conductors.with_label_values(&["down"]).set(down);
     }
 
     /// Sets the pool gauges from `(open, idle, most allowed)`.

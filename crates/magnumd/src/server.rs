@@ -202,6 +202,7 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
     let mut oslo = None;
     // Only over RabbitMQ: in one process our conductor always finds the rows.
     let mut staged = None;
+    let mut handoff = None;
     let transport: Arc<dyn magnum_rpc::Transport> = if opts.with_conductor {
         // All in one: the conductor in this process; the broker only for notifications.
         let inproc = Arc::new(magnum_rpc::InProcess::new(
@@ -237,6 +238,8 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
             .with_create_cluster_in_conductor(cfg.api.create_cluster_in_conductor);
         if cfg.api.create_cluster_in_conductor {
             staged = Some(codec.unsaved());
+        } else {
+            handoff = Some(codec.unsaved());
         }
         let transport = Arc::new(handle.transport(Arc::new(codec)));
         oslo = Some(handle);
@@ -248,6 +251,7 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
     ));
     let services = Services::new(db.clone(), conductor, validator, service_settings(cfg))
         .with_staging(staged)
+        .with_handoff(handoff)
         .with_credentials(cluster_credentials(cfg, &auth, &openstack));
     let state = Arc::new(AppState {
         db,
@@ -376,6 +380,7 @@ async fn serve_conductor_metrics(cfg: &Config, db: Database) -> Result<(), Failu
             "[metrics] conductor_host/conductor_port {addr}: {e}"
         ))
     })?;
+    let down_time = i64::from(cfg.default.service_down_time);
     let app = axum::Router::new().route(
         "/metrics",
         axum::routing::get(move || {
@@ -384,7 +389,7 @@ async fn serve_conductor_metrics(cfg: &Config, db: Database) -> Result<(), Failu
                 let Some(m) = magnum_core::metrics::metrics() else {
                     return String::new();
                 };
-                db.record_metrics(m).await;
+                db.record_metrics(m, down_time).await;
                 m.render()
             }
         }),

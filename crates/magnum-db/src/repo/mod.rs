@@ -514,12 +514,23 @@ impl Database {
         Ok((clusters, nodegroups))
     }
 
-    /// Fills the gauges `/metrics` reads from storage at scrape time: rows by status and the
-    /// connection pool's use.
-    pub async fn record_metrics(&self, m: &magnum_core::metrics::Metrics) {
+    /// Fills the gauges `/metrics` reads from storage at scrape time: rows by status,
+    /// conductors up and down (by `service_down_time`, seconds) and the connection pool's use.
+    pub async fn record_metrics(&self, m: &magnum_core::metrics::Metrics, service_down_time: i64) {
         match self.status_counts().await {
             Ok((clusters, nodegroups)) => m.set_status_counts(&clusters, &nodegroups),
             Err(e) => tracing::warn!("metrics: cannot count clusters: {e}"),
+        }
+        match self.magnum_services().list(None, &Page::default()).await {
+            Ok(rows) => {
+                let now = now();
+                let up = rows
+                    .iter()
+                    .filter(|s| magnum_service::is_up(s, now, service_down_time))
+                    .count() as i64;
+                m.set_conductors(up, rows.len() as i64 - up);
+            }
+            Err(e) => tracing::warn!("metrics: cannot count conductors: {e}"),
         }
         let (open, idle, max) = self.pool_use();
         m.set_db_pool(open, idle, max);

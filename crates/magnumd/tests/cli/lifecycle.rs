@@ -513,3 +513,178 @@ fn prometheus_scrapes_request_rates_and_clusters_by_status() {
         std::thread::sleep(Duration::from_millis(500));
     }
 }
+
+/// The alerting rules the package ships (packaging/prometheus) pass `promtool check rules` and
+/// their own `promtool test rules`; then a real Prometheus, scraping `magnumd serve` and
+/// evaluating them, fires `MagnumConductorDown` once a second conductor is killed, and not
+/// before.
+#[test]
+fn shipped_alert_rules_check_and_fire_when_a_conductor_dies() {
+    let Some(prometheus) = magnum_testkit::env_or_skip("MAGNUM_TEST_PROMETHEUS") else {
+        return;
+    };
+    let Some(rabbit) = magnum_testkit::env_or_skip("MAGNUM_TEST_RABBIT_URL") else {
+        return;
+    };
+    // Another test may stop the broker (a partition); the rest of the suite waits for ours.
+    let _broker = crate::broker_lock();
+    let rules_dir = repo_root().join("packaging/prometheus");
+    let promtool = Path::new(&prometheus).with_file_name("promtool");
+    for args in [
+        ["check", "rules", "magnum-rs.rules.yml"],
+        ["test", "rules", "magnum-rs.rules.test.yml"],
+    ] {
+        let out = Command::new(&promtool)
+            .args(args)
+            .current_dir(&rules_dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "promtool {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let work = tempfile::tempdir().unwrap();
+    // The shipped expressions; only `for:` is cut to 0s so the test does not wait minutes.
+    let shipped = std::fs::read_to_string(rules_dir.join("magnum-rs.rules.yml")).unwrap();
+    let rules: Vec<String> = shipped
+        .lines()
+        .map(|l| match l.trim_start().strip_prefix("for: ") {
+            Some(_) => format!("{}for: 0s", &l[..l.len() - l.trim_start().len()]),
+            None => l.to_owned(),
+        })
+        .collect();
+    let rules_file = work.path().join("rules.yml");
+    std::fs::write(&rules_file, rules.join("\n")).unwrap();
+
+    // `magnumd serve` (API and a conductor; noauth is for serve only) and a second
+    // conductor of another host, which is then killed.
+    let (port, metrics_port) = (free_port(), free_port());
+    let tag = magnum_testkit::tag();
+    let conf_for = |host: &str| {
+        let conf = work.path().join(format!("{host}.conf"));
+        std::fs::write(
+            &conf,
+            format!(
+                "[DEFAULT]\nhost = {host}\ntransport_url = {rabbit}\ncontrol_exchange = magnum_{tag}\n\
+                 service_down_time = 3\n\n\
+                 [api]\nhost = 127.0.0.1\nport = {port}\nauth_strategy = noauth\n\n\
+                 [metrics]\nenabled = true\nconductor_port = {metrics_port}\n\n\
+                 [database]\nconnection = sqlite:///{}/magnum.sqlite\n\n{FAST_SIMULATION}\n\
+                 [conductor]\ntopic = magnum-conductor-{tag}\n",
+                work.path().display()
+            ),
+        )
+        .unwrap();
+        conf.display().to_string()
+    };
+    let (serve_conf, doomed_conf) = (conf_for("staying"), conf_for("doomed"));
+    assert!(
+        crate::magnumd(&["--config-file", &serve_conf, "db", "upgrade"])
+            .status
+            .success()
+    );
+    let _serve = crate::spawn_magnumd(&serve_conf, "serve", &work.path().join("serve.log"), port);
+    let mut conductor = crate::spawn_magnumd(
+        &doomed_conf,
+        "conductor",
+        &work.path().join("conductor.log"),
+        metrics_port,
+    );
+
+    let prom_port = free_port();
+    let prom_conf = work.path().join("prometheus.yml");
+    std::fs::write(
+        &prom_conf,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+             rule_files: ['{}']\n\
+             scrape_configs:\n  - job_name: magnum-api\n\
+             \x20   static_configs:\n      - targets: ['127.0.0.1:{port}']\n",
+            rules_file.display()
+        ),
+    )
+    .unwrap();
+    let prom_log = std::fs::File::create(work.path().join("prometheus.log")).unwrap();
+    let mut prom = magnum_testkit::ChildGuard::spawn(
+        Command::new(&prometheus)
+            .arg(format!("--config.file={}", prom_conf.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                work.path().join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+            .stdout(Stdio::null())
+            .stderr(prom_log),
+    );
+    wait_for_port(prom_port, &mut prom);
+    let get = |path: &str| -> Value {
+        let reply = magnum_testkit::raw_http(
+            prom_port,
+            &format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"),
+            Duration::from_secs(10),
+        );
+        serde_json::from_str(reply.split("\r\n\r\n").nth(1).unwrap_or_default())
+            .unwrap_or(Value::Null)
+    };
+    let up_conductors = || -> Option<f64> {
+        get("/api/v1/query?query=magnum_conductors%7Bstate%3D%22up%22%7D")["data"]["result"][0]
+            ["value"][1]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+    };
+    let firing = || -> Vec<String> {
+        get("/api/v1/alerts")["data"]["alerts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|a| a["state"] == "firing")
+            .filter_map(|a| a["labels"]["alertname"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(45);
+    while up_conductors() != Some(2.0) {
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never saw the conductor up: {:?}",
+            get("/api/v1/query?query=magnum_conductors")
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Rules are evaluated every second: give them a few rounds with the conductor alive.
+    std::thread::sleep(Duration::from_secs(3));
+    let before = firing();
+    assert!(
+        !before
+            .iter()
+            .any(|a| a.starts_with("MagnumConductor") || a == "MagnumNoConductorUp"),
+        "alerts fired while the conductor was up: {before:?}"
+    );
+
+    conductor.stop();
+    let killed = Instant::now();
+    let deadline = killed + Duration::from_secs(60);
+    loop {
+        let now_firing = firing();
+        if now_firing.iter().any(|a| a == "MagnumConductorDown") {
+            // One conductor is left: the alert for none must stay quiet.
+            assert!(
+                !now_firing.iter().any(|a| a == "MagnumNoConductorUp"),
+                "{now_firing:?}"
+            );
+            eprintln!(
+                "MagnumConductorDown firing {:.1} s after the kill",
+                killed.elapsed().as_secs_f64()
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no conductor-down alert 60 s after the kill: firing {now_firing:?}, {:?}",
+            get("/api/v1/query?query=magnum_conductors")
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
