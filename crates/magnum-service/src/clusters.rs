@@ -344,19 +344,32 @@ impl Clusters<'_> {
         if let Some(creds) = &self.s.credentials {
             creds.issue(ctx, &uuid).await?;
         }
-        if let Err(e) = self
+        let inserted = match self
             .s
             .db
             .clusters()
             .create_with_nodegroups(row, groups, Some(quota))
             .await
         {
-            if let (Some(creds), Some(user)) = (&self.s.credentials, ctx.user_id.as_deref()) {
-                creds.revoke(user, &uuid).await;
+            Ok(inserted) => inserted,
+            Err(e) => {
+                if let (Some(creds), Some(user)) = (&self.s.credentials, ctx.user_id.as_deref()) {
+                    creds.revoke(user, &uuid).await;
+                }
+                return Err(e);
             }
-            return Err(e);
+        };
+        // The message is built from the row in hand: a read-back could run on another pool
+        // connection, on a Galera node that has not applied the insert yet.
+        if let Some(handoff) = &self.s.handoff {
+            handoff.stage_cluster(inserted);
         }
-        if let Err(e) = self.s.conductor.cluster_create(ctx, message).await {
+        let sent = self.s.conductor.cluster_create(ctx, message).await;
+        if let Some(handoff) = &self.s.handoff {
+            // Whatever the encoding did not take (the cast failed before it).
+            handoff.discard(&uuid);
+        }
+        if let Err(e) = sent {
             // The rows exist in CREATE_IN_PROGRESS; the conductor's sweep picks the cluster up.
             tracing::warn!(cluster = %uuid, "cluster_create not delivered to the conductor: {e}");
         }

@@ -62,6 +62,9 @@ pub struct Services {
     /// clusters and nodegroups go to the codec unsaved, as upstream's API sends them, and the
     /// conductor inserts them.
     staged: Option<UnsavedRows>,
+    /// Otherwise, over RabbitMQ: the rows the API has just inserted, handed to the codec so
+    /// it builds the create's message without reading them back.
+    handoff: Option<UnsavedRows>,
     /// Per-cluster OpenStack credentials, when the deployment keeps them.
     credentials: Option<Arc<dyn credentials::ClusterCredentials>>,
 }
@@ -93,6 +96,7 @@ impl Services {
             validator,
             settings,
             staged: None,
+            handoff: None,
             credentials: None,
         }
     }
@@ -109,6 +113,13 @@ impl Services {
     /// Hand new clusters and nodegroups to the conductor unsaved (see [`UnsavedRows`]).
     pub fn with_staging(mut self, staged: Option<UnsavedRows>) -> Self {
         self.staged = staged;
+        self
+    }
+
+    /// Hand the rows of new clusters and nodegroups, once inserted, to the codec that
+    /// encodes their creates (see [`UnsavedRows`]).
+    pub fn with_handoff(mut self, handoff: Option<UnsavedRows>) -> Self {
+        self.handoff = handoff;
         self
     }
 

@@ -395,7 +395,15 @@ impl Nodegroups<'_> {
             }
             Err(e) => return Err(e),
         };
-        if let Err(e) = self.s.conductor.nodegroup_create(ctx, message).await {
+        // Sent as stored here, not read back (see the cluster create).
+        if let Some(handoff) = &self.s.handoff {
+            handoff.stage_nodegroup(stored.clone());
+        }
+        let sent = self.s.conductor.nodegroup_create(ctx, message).await;
+        if let Some(handoff) = &self.s.handoff {
+            handoff.discard(&uuid);
+        }
+        if let Err(e) = sent {
             // Unlike a cluster create, the conductor's sweep does not resume a nodegroup
             // create (it scans in-progress clusters), so the row would stay
             // CREATE_IN_PROGRESS for ever: take it back and let the caller retry.

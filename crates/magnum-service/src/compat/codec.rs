@@ -33,10 +33,12 @@ use magnum_rpc::oslo::objects::{
 };
 use magnum_rpc::{Message, RemoteError, RpcError};
 
-/// New rows our API built but, with `[api] create_cluster_in_conductor`, did not insert:
-/// clusters (for `cluster_create`) and nodegroups (for `nodegroup_create`). The API stages a
-/// row here right before its cast; encoding takes it out and sends it as upstream's unsaved
-/// object, which the conductor (ours or Python's) inserts, as upstream's conductor does.
+/// New rows of clusters (for `cluster_create`) and nodegroups (for `nodegroup_create`) that
+/// the API stages right before its cast; encoding takes them out and sends them as upstream's
+/// unsaved objects. With `[api] create_cluster_in_conductor` the API did not insert them and
+/// the conductor (ours or Python's) does, as upstream's conductor does; otherwise the API
+/// inserted them and hands over what it stored, so the message needs no read-back (which,
+/// on another pool connection, may reach a Galera node that has not applied the insert).
 /// Cheap to clone; every clone is the same store.
 #[derive(Clone, Debug, Default)]
 pub struct UnsavedRows {
@@ -265,15 +267,10 @@ impl MagnumCodec {
         Ok(rows::nodegroup(&self.nodegroup_row(cluster, uuid).await?)?)
     }
 
-    /// The new cluster of a `cluster_create`, unsaved: the staged row when the conductor
-    /// creates clusters, else the row our API inserted.
+    /// The new cluster of a `cluster_create`, unsaved: the staged row (the one the conductor
+    /// is to insert, or the one our API has inserted), else the stored one.
     async fn new_cluster(&self, uuid: &str) -> Result<Object, RpcError> {
-        let staged = if self.create_cluster_in_conductor {
-            self.unsaved.take_cluster(uuid)
-        } else {
-            None
-        };
-        let row = match staged {
+        let row = match self.unsaved.take_cluster(uuid) {
             Some(row) => row,
             None => self.cluster_row(uuid).await?,
         };
@@ -367,12 +364,7 @@ impl MagnumCodec {
             m::NODEGROUP_CREATE => {
                 let r: NodegroupRef = parse(msg)?;
                 let cluster = self.cluster(&r.cluster_uuid).await?;
-                let staged = if self.create_cluster_in_conductor {
-                    self.unsaved.take_nodegroup(&r.nodegroup_uuid)
-                } else {
-                    None
-                };
-                let ng = match staged {
+                let ng = match self.unsaved.take_nodegroup(&r.nodegroup_uuid) {
                     Some(row) => rows::nodegroup(&row)?,
                     None => self.nodegroup(&r.cluster_uuid, &r.nodegroup_uuid).await?,
                 };

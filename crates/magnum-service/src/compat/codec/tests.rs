@@ -615,6 +615,35 @@ async fn with_create_cluster_in_conductor_the_api_stages_and_the_conductor_inser
     assert_eq!(stored.node_count, Some(2));
 }
 
+/// Our API inserted the cluster and hands the row over: the cast is built from it, with no
+/// read-back (which could reach a Galera node that has not applied the insert yet).
+#[tokio::test]
+async fn the_inserted_cluster_is_sent_as_handed_over_not_read_back() {
+    let (db, _dir) = temp_db().await;
+    let codec = MagnumCodec::new(db.clone());
+    assert!(!codec.create_cluster_in_conductor());
+    let mut row = cluster_row();
+    row.status = Some("CREATE_IN_PROGRESS".into());
+    // Not in this database: what a lagging node would answer.
+    codec.unsaved().stage_cluster(row.clone());
+    let create = msg(
+        m::CLUSTER_CREATE,
+        ClusterCreate {
+            cluster_uuid: CLUSTER_UUID.into(),
+            master_count: 1,
+            node_count: 2,
+            create_timeout: Some(60),
+        },
+    );
+    let w = codec.encode_request(&create).await.unwrap();
+    let sent = Object::from_primitive(&w.args["cluster"]).unwrap();
+    assert_eq!(sent.str("uuid"), Some(CLUSTER_UUID));
+    assert_eq!(sent.str("name"), row.name.as_deref());
+    assert!(!sent.is_set("id") && !sent.is_set("status"));
+    // Taken once; without it the stored row is read (and here there is none).
+    assert!(codec.encode_request(&create).await.is_err());
+}
+
 #[tokio::test]
 async fn nodegroup_patch_and_create_travel_as_upstreams_objects() {
     let (db, _dir) = temp_db().await;
