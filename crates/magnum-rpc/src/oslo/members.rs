@@ -1,8 +1,11 @@
 //! Which conductors in `magnum_service` are ours. Python conductors heartbeat there under the
 //! same binary name but cannot run our drivers (and poll every cluster of theirs anyway), so
 //! our conductors share the periodic work among themselves only. Each of ours holds, while
-//! it is connected, an exclusive queue named after its host; a passive declare tells another
-//! whether that queue exists. The broker removes an exclusive queue with its connection, so
+//! it is connected, an exclusive queue named after its host; another asks whether that queue
+//! exists by publishing an empty, at once expiring, mandatory message to it, which the broker
+//! returns when no such queue exists. (A passive declare would tell too, but the broker
+//! answers it by closing the channel, 404 or RESOURCE_LOCKED, which lapin logs as an error
+//! at every probe.) The broker removes an exclusive queue with its connection, so
 //! a SIGKILLed conductor leaves at once, and nothing of this reaches Python processes.
 
 use std::collections::HashMap;
@@ -10,11 +13,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use lapin::BasicProperties;
 use lapin::options::QueueDeclareOptions;
 use lapin::types::FieldTable;
 use tokio::task::JoinHandle;
 
 use super::connection::{Broker, Live, OPERATION_TIMEOUT};
+use super::publisher::{Outgoing, Published, Publisher};
 use crate::RpcError;
 
 /// Tells whether a host of `magnum_service` runs one of our conductors.
@@ -26,7 +31,7 @@ pub trait Peers: Send + Sync {
 
 /// This conductor's own marker queue, and the probe for the others'.
 pub struct Membership {
-    broker: Broker,
+    probes: Publisher,
     prefix: String,
     task: JoinHandle<()>,
     /// The last answer per host, for while the broker cannot be asked.
@@ -62,7 +67,7 @@ impl Membership {
         let mine = format!("{prefix}{host}");
         let task = tokio::spawn(hold(broker.clone(), mine));
         Self {
-            broker,
+            probes: Publisher::new(broker),
             prefix,
             task,
             known: Mutex::new(HashMap::new()),
@@ -75,36 +80,18 @@ impl Membership {
 
     /// Whether `host`'s marker queue exists.
     pub async fn probe(&self, host: &str) -> Result<bool, RpcError> {
-        let live = self.broker.live()?;
         let name = self.queue(host);
-        let ask = async {
-            let ch = live.channel(false).await?;
-            let passive = QueueDeclareOptions {
-                passive: true,
-                ..QueueDeclareOptions::default()
-            };
-            let r = ch
-                .queue_declare(name.as_str().into(), passive, FieldTable::default())
-                .await;
-            if r.is_ok() {
-                let _ = ch.close(200, "OK".into()).await;
-            }
-            r.map(|_| ())
+        let probe = Outgoing {
+            exchange: "",
+            routing_key: &name,
+            mandatory: true,
+            body: b"",
+            // Dropped by the queue at once: nobody consumes it.
+            props: BasicProperties::default().with_expiration("0".into()),
         };
-        match tokio::time::timeout(OPERATION_TIMEOUT, ask).await {
-            Ok(Ok(())) => Ok(true),
-            Ok(Err(e)) => match amqp_code(&e) {
-                Some(404) => Ok(false),
-                // Exclusive to the connection of the conductor that holds it.
-                Some(405) => Ok(true),
-                _ => {
-                    self.broker.report_failure();
-                    Err(RpcError::Unavailable(e.to_string()))
-                }
-            },
-            Err(_) => Err(RpcError::Unavailable(
-                "the message broker did not answer a queue probe".into(),
-            )),
+        match self.probes.publish(&[], probe, OPERATION_TIMEOUT).await? {
+            Published::Delivered => Ok(true),
+            Published::Returned => Ok(false),
         }
     }
 }
