@@ -198,7 +198,7 @@ impl OsloTransport {
     pub fn new(broker: Broker, codec: Arc<dyn Codec>, exchange: &str, topic: &str) -> Self {
         Self {
             inner: Arc::new(ClientInner {
-                publisher: Publisher::new(broker.clone()),
+                publisher: Publisher::reconnecting_on_nack(broker.clone()),
                 broker,
                 codec,
                 exchange: exchange.to_owned(),

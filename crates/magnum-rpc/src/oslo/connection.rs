@@ -201,6 +201,37 @@ impl Broker {
         self.inner.kick.notify_one();
     }
 
+    /// Drops connection `generation` if it is still the current one, so the supervisor
+    /// connects to the next host (a publish refused on it).
+    pub(crate) async fn reconnect(&self, generation: u64) {
+        let live = self.inner.state.borrow().clone();
+        if let Some(live) = live.filter(|l| l.generation == generation) {
+            let _ = tokio::time::timeout(
+                OPERATION_TIMEOUT,
+                live.conn.close(200, "publish refused; reconnecting".into()),
+            )
+            .await;
+        }
+        self.inner.kick.notify_one();
+    }
+
+    /// The live connection of a generation after `generation`, waiting at most `timeout`.
+    pub(crate) async fn newer_than(&self, generation: u64, timeout: Duration) -> Option<Arc<Live>> {
+        let mut rx = self.subscribe();
+        let wait = async {
+            loop {
+                let live = rx.borrow_and_update().clone();
+                if let Some(live) = live.filter(|l| l.generation > generation && l.is_up()) {
+                    return Some(live);
+                }
+                if rx.changed().await.is_err() {
+                    return None;
+                }
+            }
+        };
+        tokio::time::timeout(timeout, wait).await.ok().flatten()
+    }
+
     pub fn is_connected(&self) -> bool {
         self.current().is_some()
     }

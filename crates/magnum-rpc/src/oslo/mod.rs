@@ -26,7 +26,7 @@ pub use connection::Broker;
 pub use failure::Failure;
 pub use handle::{OsloError, OsloHandle, connect};
 pub use members::{Membership, Peers};
-pub use notify::{NotificationPublisher, ledger_queue};
+pub use notify::{NotificationPublisher, ledger_queue, quorum_ledger_queue};
 pub use options::{OsloSettings, RabbitOptions};
 pub use server::{RpcServer, ServerConfig, generate_server_id};
 pub use url::TransportUrl;

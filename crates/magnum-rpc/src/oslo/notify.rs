@@ -17,6 +17,8 @@ use crate::transport::RpcError;
 /// `[oslo_messaging_notifications] transport_url`).
 pub struct NotificationPublisher {
     publisher: Publisher,
+    /// `rabbit_quorum_queue`: the ledger is a quorum queue too.
+    quorum: bool,
     exchange: String,
     topics: Vec<String>,
     enveloped: bool,
@@ -39,6 +41,7 @@ impl NotificationPublisher {
     /// `messaging` send anything (log, noop, routing and test drivers send nothing here).
     pub fn new(broker: Broker, exchange: &str, topics: &[String], drivers: &[String]) -> Self {
         Self {
+            quorum: broker.rabbit().rabbit_quorum_queue,
             publisher: Publisher::with_mode(broker, Mode::Transactions),
             exchange: exchange.to_owned(),
             topics: topics.to_vec(),
@@ -122,9 +125,9 @@ impl NotificationPublisher {
             };
             copies.extend(self.copies(priority, m));
         }
-        let ledger = ledger_queue(host);
+        let ledger = self.ledger(host);
         let mut decls = self.declarations(&copies);
-        decls.push(ledger_declaration(&ledger));
+        decls.push(ledger_declaration(&ledger, self.quorum));
         let mut msgs = self.outgoing(&copies);
         msgs.push(Outgoing {
             exchange: "",
@@ -141,12 +144,25 @@ impl NotificationPublisher {
     /// The `_unique_id` that `host`'s ledger holds: the last event of the last transaction
     /// of [`publish_recorded`](Self::publish_recorded) that committed, if any did.
     pub async fn last_recorded(&self, host: &str) -> Result<Option<String>, RpcError> {
-        let ledger = ledger_queue(host);
+        let ledger = self.ledger(host);
         let body = self
             .publisher
-            .peek(&ledger_declaration(&ledger), &ledger, OPERATION_TIMEOUT)
+            .peek(
+                &ledger_declaration(&ledger, self.quorum),
+                &ledger,
+                OPERATION_TIMEOUT,
+            )
             .await?;
         Ok(body.map(|b| String::from_utf8_lossy(&b).into_owned()))
+    }
+
+    /// `host`'s ledger queue, of the type this publisher declares.
+    pub fn ledger(&self, host: &str) -> String {
+        if self.quorum {
+            quorum_ledger_queue(host)
+        } else {
+            ledger_queue(host)
+        }
     }
 
     /// Each copy of one message to send: (routing key, body), per topic and driver.
@@ -210,20 +226,30 @@ impl NotificationPublisher {
     }
 }
 
-/// The queue where `host`'s notification sender records what it committed.
+/// The queue where `host`'s notification sender records what it committed (a classic queue).
 pub fn ledger_queue(host: &str) -> String {
     format!("magnum-rs.notifications-sent.{host}")
 }
 
+/// The same with `rabbit_quorum_queue`. Its own name, because a queue cannot change type:
+/// declaring the classic one as quorum would fail (PRECONDITION_FAILED) for as long as it
+/// exists. The classic one, no longer declared, expires within a week; switching loses only
+/// its record, which matters only if notifications were left unsent across the switch.
+pub fn quorum_ledger_queue(host: &str) -> String {
+    format!("magnum-rs.notifications-sent-quorum.{host}")
+}
+
 /// Durable, holding only its newest message (`x-max-length` 1, the oldest dropped), and
 /// removed by the broker after a week without use (`x-expires`; each transaction declares it
-/// again, which renews that), so a host that is gone leaves nothing behind for long.
-fn ledger_declaration(queue: &str) -> Declaration {
+/// again, which renews that), so a host that is gone leaves nothing behind for long. A quorum
+/// queue with `rabbit_quorum_queue`, so the record survives the loss of a broker node.
+fn ledger_declaration(queue: &str, quorum: bool) -> Declaration {
     Declaration::OwnQueue {
         queue: queue.to_owned(),
         args: vec![
             ("x-max-length".into(), 1),
             ("x-expires".into(), 7 * 24 * 3600 * 1000),
         ],
+        quorum,
     }
 }

@@ -24,10 +24,12 @@ pub(crate) enum Declaration {
     FanoutExchange(String),
     /// A notification queue named like its routing key, bound to the exchange (rpc-wire.md §13.1).
     NotificationQueue { exchange: String, queue: String },
-    /// A durable queue of our own, with these arguments (the notification sender's ledger).
+    /// A durable queue of our own, with these arguments (the notification sender's ledger),
+    /// a quorum queue if `quorum`.
     OwnQueue {
         queue: String,
         args: Vec<(String, i64)>,
+        quorum: bool,
     },
 }
 
@@ -69,6 +71,22 @@ pub(crate) struct Publisher {
     broker: Broker,
     mode: Mode,
     slot: Mutex<Option<Slot>>,
+    /// On a nack, drop the connection and publish once more on the next host's.
+    reconnect_on_nack: bool,
+}
+
+/// How one confirmed publish ended, before any retry.
+enum Attempt {
+    Done(Published),
+    /// The broker nacked it on connection `generation`.
+    Nacked {
+        generation: u64,
+    },
+    Failed(RpcError),
+}
+
+fn nacked() -> RpcError {
+    RpcError::Unavailable("the message broker refused the message".into())
 }
 
 fn unavailable(what: &str, e: impl std::fmt::Display) -> RpcError {
@@ -85,6 +103,20 @@ impl Publisher {
             broker,
             mode,
             slot: Mutex::new(None),
+            reconnect_on_nack: false,
+        }
+    }
+
+    /// A confirming publisher that answers a nack by dropping its connection and publishing
+    /// once more on a fresh one, to the next broker host. After a node dies, a surviving
+    /// node may nack every publish of a connection for many seconds (seen with quorum
+    /// queues whose leader was on the dead node) while a new connection is served at once.
+    /// Only for publishers whose connection carries nothing a drop would hurt more than a
+    /// refused message (the API's casts and calls).
+    pub(crate) fn reconnecting_on_nack(broker: Broker) -> Self {
+        Self {
+            reconnect_on_nack: true,
+            ..Self::new(broker)
         }
     }
 
@@ -166,10 +198,20 @@ impl Publisher {
                 .await?;
                 Ok(ch)
             }
-            Declaration::OwnQueue { queue, args } => {
+            Declaration::OwnQueue {
+                queue,
+                args,
+                quorum,
+            } => {
                 let mut table = FieldTable::default();
                 for (k, v) in args {
                     table.insert(k.as_str().into(), AMQPValue::LongLongInt(*v));
+                }
+                if *quorum {
+                    table.insert(
+                        "x-queue-type".into(),
+                        AMQPValue::LongString("quorum".into()),
+                    );
                 }
                 ch.queue_declare(
                     queue.as_str().into(),
@@ -256,46 +298,77 @@ impl Publisher {
         msg: Outgoing<'_>,
         confirm_timeout: Duration,
     ) -> Result<Published, RpcError> {
-        let Outgoing {
-            exchange,
-            routing_key,
-            mandatory,
-            body,
-            props,
-        } = msg;
-        let ch = self.channel(decls).await?;
+        match self.publish_once(decls, &msg, confirm_timeout).await {
+            Attempt::Done(p) => Ok(p),
+            Attempt::Failed(e) => Err(e),
+            Attempt::Nacked { generation } if self.reconnect_on_nack => {
+                tracing::warn!(
+                    routing_key = msg.routing_key,
+                    "the message broker refused a message; publishing it again on a new connection"
+                );
+                self.broker.reconnect(generation).await;
+                if self
+                    .broker
+                    .newer_than(generation, OPERATION_TIMEOUT)
+                    .await
+                    .is_none()
+                {
+                    return Err(nacked());
+                }
+                match self.publish_once(decls, &msg, confirm_timeout).await {
+                    Attempt::Done(p) => Ok(p),
+                    Attempt::Failed(e) => Err(e),
+                    Attempt::Nacked { .. } => Err(nacked()),
+                }
+            }
+            Attempt::Nacked { .. } => Err(nacked()),
+        }
+    }
+
+    async fn publish_once(
+        &self,
+        decls: &[Declaration],
+        msg: &Outgoing<'_>,
+        confirm_timeout: Duration,
+    ) -> Attempt {
+        let generation = match self.broker.live() {
+            Ok(live) => live.generation,
+            Err(e) => return Attempt::Failed(e),
+        };
+        let ch = match self.channel(decls).await {
+            Ok(ch) => ch,
+            Err(e) => return Attempt::Failed(e),
+        };
         let confirm = match ch
             .basic_publish(
-                exchange.into(),
-                routing_key.into(),
+                msg.exchange.into(),
+                msg.routing_key.into(),
                 BasicPublishOptions {
-                    mandatory,
+                    mandatory: msg.mandatory,
                     immediate: false,
                 },
-                body,
-                props,
+                msg.body,
+                msg.props.clone(),
             )
             .await
         {
             Ok(c) => c,
             Err(e) => {
                 self.invalidate(&ch).await;
-                return Err(unavailable("publishing", e));
+                return Attempt::Failed(unavailable("publishing", e));
             }
         };
         match tokio::time::timeout(confirm_timeout, confirm).await {
             Ok(Ok(Confirmation::Ack(None) | Confirmation::NotRequested)) => {
-                Ok(Published::Delivered)
+                Attempt::Done(Published::Delivered)
             }
-            Ok(Ok(Confirmation::Ack(Some(_)))) => Ok(Published::Returned),
-            Ok(Ok(Confirmation::Nack(_))) => Err(RpcError::Unavailable(
-                "the message broker refused the message".into(),
-            )),
+            Ok(Ok(Confirmation::Ack(Some(_)))) => Attempt::Done(Published::Returned),
+            Ok(Ok(Confirmation::Nack(_))) => Attempt::Nacked { generation },
             Ok(Err(e)) => {
                 self.invalidate(&ch).await;
-                Err(unavailable("waiting for the broker's confirm", e))
+                Attempt::Failed(unavailable("waiting for the broker's confirm", e))
             }
-            Err(_) => Err(RpcError::Unavailable(format!(
+            Err(_) => Attempt::Failed(RpcError::Unavailable(format!(
                 "the message broker did not confirm within {confirm_timeout:?}"
             ))),
         }

@@ -340,3 +340,147 @@ async fn committed_notifications_and_their_record_go_together() {
             .unwrap();
     }
 }
+
+/// A publish the broker nacks costs one retry on a new connection, not a run of refusals:
+/// the client drops its connection, publishes once more on the next one, and reports the
+/// refusal only if that is refused too. (A queue full at zero with `reject-publish` nacks
+/// everything, as a surviving node did for a while after another node died.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nacked_cast_is_published_again_once_on_a_new_connection() {
+    use lapin::options::{QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions};
+    use lapin::types::{AMQPValue, FieldTable};
+    let Some(url) = rabbit_url() else { return };
+    let names = Names::new("nack");
+    let h = connect(&url, &names).await;
+    let t = h.transport(Arc::new(PassThrough));
+    // Routed nowhere yet: confirmed, and the exchange now exists.
+    t.cast(delete_msg()).await.unwrap();
+    let raw = Raw::open(&url).await;
+    let mut args = FieldTable::default();
+    args.insert("x-max-length".into(), AMQPValue::LongLongInt(0));
+    args.insert(
+        "x-overflow".into(),
+        AMQPValue::LongString("reject-publish".into()),
+    );
+    raw.ch
+        .queue_declare(
+            names.topic.as_str().into(),
+            QueueDeclareOptions::default(),
+            args,
+        )
+        .await
+        .unwrap();
+    raw.ch
+        .queue_bind(
+            names.topic.as_str().into(),
+            names.exchange.as_str().into(),
+            names.topic.as_str().into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let first = h.broker().connection_name().unwrap();
+    let started = Instant::now();
+    let err = t.cast(delete_msg()).await.unwrap_err();
+    assert!(
+        matches!(&err, RpcError::Unavailable(m) if m.contains("refused")),
+        "{err:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    // Published on a second connection, which stays: one reconnection, not one per try.
+    let second = h.broker().connection_name().unwrap();
+    assert_ne!(first, second);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        h.broker().connection_name().as_deref(),
+        Some(second.as_str())
+    );
+    // Casts the broker takes go through on that connection.
+    t.to_server("elsewhere").cast(delete_msg()).await.unwrap();
+    assert_eq!(
+        h.broker().connection_name().as_deref(),
+        Some(second.as_str())
+    );
+    h.close().await;
+    raw.ch
+        .queue_delete(names.topic.as_str().into(), QueueDeleteOptions::default())
+        .await
+        .unwrap();
+}
+
+/// With `rabbit_quorum_queue`, the notification sender's ledger is a quorum queue, under a
+/// name of its own (a classic ledger of the same host cannot become one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ledger_is_a_quorum_queue_with_quorum_queues() {
+    use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
+    use lapin::types::{AMQPValue, FieldTable};
+    let Some(url) = rabbit_url() else { return };
+    let names = Names::new("qledger");
+    let topic = unique("qnotifications");
+    let host = unique("qledger-host");
+    // Not test_url: a quorum queue cannot be auto-delete.
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let mut s = OsloSettings::for_url(&format!(
+        "{url}{sep}rabbit_retry_interval=1&rabbit_retry_backoff=0"
+    ))
+    .unwrap();
+    s.rabbit.rabbit_quorum_queue = true;
+    s.control_exchange = names.exchange.clone();
+    s.notification_drivers = vec!["messagingv2".into()];
+    s.notification_topics = vec![topic.clone()];
+    let h = OsloHandle::connect(s).await.unwrap();
+    assert!(h.wait_connected(Duration::from_secs(10)).await);
+    let n = h.notifier();
+    let ledger = n.ledger(&host);
+    assert_eq!(ledger, magnum_rpc::oslo::quorum_ledger_queue(&host));
+    assert_ne!(ledger, magnum_rpc::oslo::ledger_queue(&host));
+    let event = |id: &str| json!({"message_id": id, "_unique_id": id, "event_type": "x", "priority": "INFO", "payload": {}});
+    assert_eq!(n.last_recorded(&host).await.unwrap(), None);
+    n.publish_recorded(&[("INFO", &event("a")), ("INFO", &event("b"))], &host)
+        .await
+        .unwrap();
+    assert_eq!(n.last_recorded(&host).await.unwrap().as_deref(), Some("b"));
+    n.publish_recorded(&[("INFO", &event("c"))], &host)
+        .await
+        .unwrap();
+    assert_eq!(n.last_recorded(&host).await.unwrap().as_deref(), Some("c"));
+    assert_eq!(n.last_recorded(&host).await.unwrap().as_deref(), Some("c"));
+    // Declared as a quorum queue with the same arguments: equivalent, so it is one (a
+    // classic queue would close the channel with PRECONDITION_FAILED).
+    let raw = Raw::open(&url).await;
+    let mut args = FieldTable::default();
+    args.insert("x-max-length".into(), AMQPValue::LongLongInt(1));
+    args.insert(
+        "x-expires".into(),
+        AMQPValue::LongLongInt(7 * 24 * 3600 * 1000),
+    );
+    args.insert(
+        "x-queue-type".into(),
+        AMQPValue::LongString("quorum".into()),
+    );
+    let q = raw
+        .ch
+        .queue_declare(
+            ledger.as_str().into(),
+            QueueDeclareOptions {
+                durable: true,
+                ..QueueDeclareOptions::default()
+            },
+            args,
+        )
+        .await
+        .unwrap();
+    assert_eq!(q.message_count(), 1);
+    h.close().await;
+    for q in [ledger, format!("{topic}.info")] {
+        raw.ch
+            .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+            .await
+            .unwrap();
+    }
+}
