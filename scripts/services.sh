@@ -70,6 +70,15 @@ ensure_prometheus() {
     fi
 }
 
+# HAProxy in front of the APIs in the cut-over rehearsal (test-support/cutover; it runs its
+# own instance on free ports, never the packaged service).
+ensure_haproxy() {
+    if ! command -v haproxy >/dev/null 2>&1 && [ ! -x /usr/sbin/haproxy ]; then
+        log "installing haproxy"
+        apt_install haproxy
+    fi
+}
+
 # RabbitMQ for the oslo.messaging transport tests (guest/guest on 127.0.0.1:5672).
 rabbitmq_port_open() { (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; }
 
