@@ -79,6 +79,22 @@ ensure_haproxy() {
     fi
 }
 
+# What test-support/kolla runs beside magnumd: kolla's health-check scripts call ss
+# (iproute2), pgrep (procps) and curl; magnumd runs in a mount namespace (util-linux's
+# unshare) so kolla's /var/log/kolla paths land in the harness's own folder.
+ensure_kolla_tools() {
+    local missing=()
+    command -v ss >/dev/null 2>&1 || missing+=(iproute2)
+    command -v pgrep >/dev/null 2>&1 || missing+=(procps)
+    command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
+    command -v curl >/dev/null 2>&1 || missing+=(curl)
+    command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+    if [ ${#missing[@]} -gt 0 ]; then
+        log "installing ${missing[*]}"
+        apt_install "${missing[@]}"
+    fi
+}
+
 # RabbitMQ for the oslo.messaging transport tests (guest/guest on 127.0.0.1:5672).
 rabbitmq_port_open() { (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; }
 
