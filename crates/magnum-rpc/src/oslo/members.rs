@@ -80,19 +80,7 @@ impl Membership {
 
     /// Whether `host`'s marker queue exists.
     pub async fn probe(&self, host: &str) -> Result<bool, RpcError> {
-        let name = self.queue(host);
-        let probe = Outgoing {
-            exchange: "",
-            routing_key: &name,
-            mandatory: true,
-            body: b"",
-            // Dropped by the queue at once: nobody consumes it.
-            props: BasicProperties::default().with_expiration("0".into()),
-        };
-        match self.probes.publish(&[], probe, OPERATION_TIMEOUT).await? {
-            Published::Delivered => Ok(true),
-            Published::Returned => Ok(false),
-        }
+        exists(&self.probes, &self.queue(host)).await
     }
 }
 
@@ -116,21 +104,70 @@ impl Peers for Membership {
 
 /// Declares `queue` (exclusive, so it lives as long as the connection) on each new
 /// connection.
+/// Whether `queue` exists: an empty, at once expiring, mandatory message comes back when
+/// it does not.
+async fn exists(probes: &Publisher, queue: &str) -> Result<bool, RpcError> {
+    let probe = Outgoing {
+        exchange: "",
+        routing_key: queue,
+        mandatory: true,
+        body: b"",
+        // Dropped by the queue at once: nobody consumes it.
+        props: BasicProperties::default().with_expiration("0".into()),
+    };
+    match probes.publish(&[], probe, OPERATION_TIMEOUT).await? {
+        Published::Delivered => Ok(true),
+        Published::Returned => Ok(false),
+    }
+}
+
+/// How long a marker queue that is in the way may take to go before it is taken for
+/// another conductor's with the same host. After a broker node dies, the queue of our own
+/// connection that died with it lingers until the cluster has noticed (seconds), and this
+/// conductor has usually reconnected before that.
+const LOCKED_GRACE: Duration = Duration::from_secs(30);
+
 async fn hold(broker: Broker, queue: String) {
     let mut conns = broker.subscribe();
     let mut down = broker.shutdown_signal();
+    let probes = Publisher::new(broker.clone());
     let mut held: Option<u64> = None;
+    // Since when the queue has been in the way on this generation.
+    let mut in_the_way: Option<(u64, std::time::Instant)> = None;
     loop {
         let live = conns.borrow_and_update().clone();
         if let Some(live) = live.filter(|l| l.is_up())
             && held != Some(live.generation)
         {
+            let since = match in_the_way {
+                Some((generation, t)) if generation == live.generation => t,
+                _ => std::time::Instant::now(),
+            };
+            let waited = since.elapsed() >= LOCKED_GRACE;
+            // Asked first without a declare: the broker answers a declare of a queue that
+            // another connection holds by closing the channel, which lapin logs as an error.
+            if !waited && matches!(exists(&probes, &queue).await, Ok(true)) {
+                tracing::debug!(%queue, "membership queue still held elsewhere; waiting");
+                in_the_way = Some((live.generation, since));
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
             match tokio::time::timeout(OPERATION_TIMEOUT, declare(&live, &queue)).await {
-                Ok(Ok(())) => held = Some(live.generation),
+                Ok(Ok(())) => {
+                    held = Some(live.generation);
+                    in_the_way = None;
+                }
+                Ok(Err(e)) if amqp_code(&e) == Some(405) && !waited => {
+                    tracing::debug!(%queue, "membership queue still held elsewhere; waiting");
+                    in_the_way = Some((live.generation, since));
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
                 Ok(Err(e)) if amqp_code(&e) == Some(405) => {
                     // Another of ours runs with the same `[DEFAULT] host`; it stands for both.
                     tracing::warn!(%queue, "another conductor holds this host's membership queue");
                     held = Some(live.generation);
+                    in_the_way = None;
                 }
                 failed => {
                     let error = match failed {

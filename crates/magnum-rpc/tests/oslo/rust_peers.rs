@@ -421,3 +421,46 @@ async fn a_conductor_is_a_peer_while_its_connection_lives() {
     assert_eq!(theirs.is_peer(&host_a).await, Some(false));
     assert_eq!(theirs.is_peer("never-asked").await, None);
 }
+
+/// A marker queue still held by another connection (after a broker node died, the dead
+/// connection's until the cluster notices) is waited for, not taken as held: once it goes,
+/// the waiting conductor declares its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_marker_in_the_way_is_taken_over_once_it_goes() {
+    let Some(url) = rabbit_url() else { return };
+    let names = Names::new("members-wait");
+    let (old, new, other) = (
+        connect(&url, &names).await,
+        connect(&url, &names).await,
+        connect(&url, &names).await,
+    );
+    let host = unique("host");
+    let _before = old.membership(&host);
+    let asker = other.membership(&unique("asker"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !asker.probe(&host).await.unwrap() {
+        assert!(Instant::now() < deadline, "the first marker never appeared");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _after = new.membership(&host);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    old.close().await;
+    // Gone with its connection, then back as the new holder's within its retry second.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut seen_gone = false;
+    loop {
+        let up = asker.probe(&host).await.unwrap();
+        seen_gone |= !up;
+        if up && seen_gone || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        asker.probe(&host).await.unwrap(),
+        "the waiting conductor did not take the marker over"
+    );
+    new.close().await;
+    other.close().await;
+}
