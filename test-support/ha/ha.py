@@ -56,7 +56,10 @@ def lib(*args, timeout=120, quiet=False):
     r = subprocess.run(["bash", os.path.join(HERE, "lib.sh"), W] + list(args),
                        capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0 and r.stderr.strip() and not quiet:
-        say("lib.sh %s: %s" % (" ".join(args), r.stderr.strip()[-300:]))
+        # The whole story in logs/lib.log (kept with HA_KEEP), its end here.
+        with open(os.path.join(W, "logs", "lib.log"), "a") as f:
+            f.write("== lib.sh %s (exit %d)\n%s\n" % (" ".join(args), r.returncode, r.stderr))
+        say("lib.sh %s: %s" % (" ".join(args), r.stderr.strip()[-600:]))
     return r
 
 
@@ -293,7 +296,7 @@ def main():
     check("Galera fault: HAProxy moved to galera2 after galera1 was killed", moved is not None,
           "after %s" % fmt(moved))
     t_restart = time.time()
-    joined = lib("galera_join", "1", timeout=300).returncode == 0
+    joined = lib("galera_join", "1", timeout=480).returncode == 0
     synced = time.time() - t_restart if joined and galera_state(1) == "Synced" else None
     back = wait("HAProxy to send to galera1 again", lambda: haproxy_active_db() == "galera1", 30)
     check("Galera fault: galera1 restarted, rejoined (IST) and is HAProxy's active server again",
@@ -502,6 +505,11 @@ def main():
     check("the conductor topic queues and notification queues are quorum queues",
           topic and all(q["type"] == "quorum" for q in topic),
           "%d queues: %s" % (len(topic), ", ".join("%s=%s" % (q["name"], q["type"]) for q in topic)))
+    # The conductors' notification ledgers (what each committed), under their quorum name.
+    ledgers = [q for q in queues if q["name"].startswith("magnum-rs.notifications-sent")]
+    check("the conductors' notification ledgers are quorum queues",
+          len(ledgers) >= 1 and all(q["type"] == "quorum" for q in ledgers),
+          "%d queues: %s" % (len(ledgers), ", ".join("%s=%s" % (q["name"], q["type"]) for q in ledgers)))
     classic = [q["name"] for q in queues if q.get("durable") and q["type"] != "quorum"]
     if classic:
         say("note: durable classic queues (on one node; unusable while it is down): " + ", ".join(classic))

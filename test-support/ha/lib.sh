@@ -230,6 +230,9 @@ wsrep_sst_method = rsync
 wsrep_sst_receive_address = 127.0.0.1:$sst
 wsrep_slave_threads = 2
 EOF
+    # A rejoining node 1 takes its state (IST, or SST if it must) from galera3, else any node:
+    # an rsync SST blocks its donor's writes, and galera2 is the one serving while 1 is away.
+    [[ $n == 1 ]] && echo "wsrep_sst_donor = galera3," >>"$d/my.cnf"
     # HA_SYNC_WAIT=N: Galera's causality checks for every session (wsrep_sync_wait), what
     # oslo.db's [database] mysql_wsrep_sync_wait sets per connection.
     if [[ -n ${HA_SYNC_WAIT:-} ]]; then
@@ -250,9 +253,19 @@ galera_start() {
         rm -f "$d/recover.log"
         mariadbd --defaults-file="$d/my.cnf" --wsrep-recover --log-error="$d/recover.log" >/dev/null 2>&1
         pos=$(sed -n 's/.*WSREP: Recovered position: *\([^ ]*\).*/\1/p' "$d/recover.log" | tail -n1)
-        [[ -n $pos ]] && extra+=("--wsrep-start-position=$pos")
+        if [[ -n $pos ]]; then
+            extra+=("--wsrep-start-position=$pos")
+        else
+            ha_log "galera node $n: no position recovered (a full SST follows): $(tail -n 3 "$d/recover.log" 2>/dev/null)"
+        fi
     fi
     spawn "galera$n" "$d/stdout.log" mariadbd --defaults-file="$d/my.cnf" "${extra[@]}"
+}
+
+galera_size_below() {
+    local size
+    size=$(galera_sql "$1" -e "SHOW GLOBAL STATUS LIKE 'wsrep_cluster_size'" 2>/dev/null | cut -f2)
+    [[ -n $size ]] && ((size < $2))
 }
 
 galera_synced() {
@@ -263,25 +276,44 @@ galera_synced() {
 # sometimes aborts a node at once ("Failed to set thread schedparams ... No such process",
 # a race in its gcomm thread start); such a node is started again, twice at most.
 galera_join() {
-    local n=$1 try deadline
+    local n=$1 try deadline m d state
+    d=$(galera_dir "$n")
+    # Rejoining: first until the others have evicted the killed incarnation (evs timeouts),
+    # so the new one does not join a view that still lists the old one.
+    for m in 1 2 3; do
+        if [[ $m != "$n" ]] && alive "galera$m"; then
+            wait_until 30 "galera node $m to count the cluster without node $n" galera_size_below "$m" 3
+            break
+        fi
+    done
     for try in 1 2 3; do
         galera_start "$n"
-        deadline=$((SECONDS + 90))
+        # IST takes seconds; an SST (when IST cannot serve) on a loaded 2-core machine longer.
+        deadline=$((SECONDS + 120))
         while ((SECONDS < deadline)); do
             galera_synced "$n" && return 0
             alive "galera$n" || break
             sleep 0.3
         done
         if alive "galera$n"; then
-            ha_log "galera node $n not Synced within 90 s"
-            tail -n 30 "$(galera_dir "$n")/error.log" >&2
-            return 1
+            # Stuck joining: killed and started again, as an operator would (the next start
+            # recovers its position again).
+            state=$(galera_sql "$n" -e "SHOW GLOBAL STATUS LIKE 'wsrep_local_state_comment'" 2>/dev/null | cut -f2)
+            ha_log "galera node $n not Synced within 120 s (try $try, state '${state:-no answer}'); its log ends:"
+            tail -n 30 "$d/error.log" >&2
+            stop "galera$n" KILL 5
+        else
+            ha_log "galera node $n exited while starting (try $try): $(grep -m1 ERROR "$d/error.log")"
+            stop "galera$n" KILL 5
+            # A SIGKILL can leave the transaction coordinator log unreadable, and then every
+            # start stops at it; it holds nothing Galera's recovery needs.
+            if grep -E "ERROR" "$d/error.log" | grep -qE "tc\.log|tc log|Bad magic header"; then
+                ha_log "galera node $n: moving its tc.log aside"
+                mv "$d/data/tc.log" "$d/data/tc.log.bad.$try" 2>/dev/null
+            fi
         fi
-        ha_log "galera node $n exited while starting (try $try): $(grep -m1 ERROR "$(galera_dir "$n")/error.log")"
-        stop "galera$n" KILL 5
-        mv "$(galera_dir "$n")/error.log" "$(galera_dir "$n")/error.log.$try" 2>/dev/null
+        mv "$d/error.log" "$d/error.log.$try" 2>/dev/null
     done
-    tail -n 30 "$(galera_dir "$n")/error.log.3" >&2
     return 1
 }
 

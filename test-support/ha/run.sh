@@ -59,7 +59,9 @@ finish() {
         fi
         if [[ -n ${HA_KEEP:-} ]]; then
             mkdir -p "$HA_KEEP" && cp -r "$W"/logs "$W"/haproxy "$HA_KEEP"/ 2>/dev/null
-            for f in "$W"/galera/n*/error.log; do cp "$f" "$HA_KEEP/galera-$(basename "$(dirname "$f")").log" 2>/dev/null; done
+            for f in "$W"/galera/n*/error.log* "$W"/galera/n*/recover.log; do
+                cp "$f" "$HA_KEEP/galera-$(basename "$(dirname "$f")")-$(basename "$f")" 2>/dev/null
+            done
             cp -r "$W"/rabbit/n*/log "$HA_KEEP"/ 2>/dev/null
         fi
         local t0=$SECONDS
@@ -217,9 +219,16 @@ result $? "magnumd db upgrade through HAProxy" || { tail -n 20 "$W/logs/db-upgra
 for name in api-1 api-2; do magnumd_start api "$name"; done
 for name in conductor-1 conductor-2 conductor-3; do magnumd_start conductor "$name"; done
 api_up() { [[ $(haproxy_cmd "show stat" | awk -F, '$1=="magnum_api" && $18=="UP"' | wc -l) == 2 ]]; }
-wait_until 40 "both API processes UP in HAProxy" api_up
-result $? "two magnumd api and three magnumd conductor processes, both APIs UP in HAProxy" ||
-    { tail -n 20 "$W"/logs/api-*.log "$W"/logs/conductor-*.log >&2; exit 1; }
+# 90 s: a debug build's first start on a machine busy building is slow.
+wait_until 90 "both API processes UP in HAProxy" api_up
+result $? "two magnumd api and three magnumd conductor processes, both APIs UP in HAProxy ($((SECONDS - t_start)) s)" || {
+    for name in api-1 api-2 conductor-1 conductor-2 conductor-3; do
+        alive "$name" && echo "$name: running" >&2 || echo "$name: not running" >&2
+    done
+    haproxy_cmd "show stat" | awk -F, '$1=="magnum_api" {print $1, $2, $18, $37}' >&2
+    tail -n 20 "$W"/logs/api-*.log "$W"/logs/conductor-*.log >&2
+    exit 1
+}
 
 # --- The fault test ---------------------------------------------------------------------------
 "$venv/bin/python" "$here/ha.py" "$W"
