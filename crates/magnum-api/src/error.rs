@@ -160,6 +160,12 @@ impl IntoResponse for ApiError {
             tracing::info!(status = status.as_u16(), "{self}");
         }
         let mut resp = json_response(status, &self.body());
+        if matches!(
+            self,
+            ApiError::Routing(_) | ApiError::NotAvailableAtVersion(_)
+        ) {
+            resp.extensions_mut().insert(RoutingAnswer);
+        }
         if let ApiError::Unauthorized { www_authenticate } = &self
             && let Ok(v) = HeaderValue::from_str(www_authenticate)
         {
@@ -167,6 +173,54 @@ impl IntoResponse for ApiError {
         }
         resp
     }
+}
+
+/// Marks a routing-level answer (404, 405, a microversion's 406). Upstream's routing answers
+/// these in the media type the client's `Accept` prefers (webob): only a JSON one carries a
+/// title and detail through its error middleware; for any other, the envelope is empty.
+#[derive(Clone, Copy)]
+pub struct RoutingAnswer;
+
+/// A routing answer for a client that does not prefer JSON, as upstream gives it.
+pub fn bare_routing_answer(status: StatusCode) -> Response {
+    json_response(
+        status,
+        &json!({"errors": [{"request_id": "", "code": "", "status": status.as_u16(),
+            "title": "", "detail": "", "links": []}]}),
+    )
+}
+
+/// Whether `Accept` prefers `application/json` to `text/html`, as webob picks between the
+/// two for an error body (a tie, `*/*` or no header, is HTML).
+pub fn prefers_json(accept: Option<&str>) -> bool {
+    let Some(accept) = accept else {
+        return false;
+    };
+    // The q of the most specific range matching `ty/sub`; 0 when none does.
+    let q_of = |ty: &str, sub: &str| -> f32 {
+        let mut best: Option<(u8, f32)> = None;
+        for range in accept.split(',') {
+            let mut parts = range.split(';');
+            let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+            let q = parts
+                .filter_map(|p| p.trim().strip_prefix("q="))
+                .find_map(|v| v.trim().parse::<f32>().ok())
+                .unwrap_or(1.0);
+            let (rt, rs) = media.split_once('/').unwrap_or((media.as_str(), ""));
+            let specificity = match (rt, rs) {
+                (t, s) if t == ty && s == sub => 2,
+                (t, "*") if t == ty => 1,
+                ("*", "*") => 0,
+                _ => continue,
+            };
+            if best.is_none_or(|(s, _)| specificity > s) {
+                best = Some((specificity, q));
+            }
+        }
+        best.map_or(0.0, |(_, q)| q)
+    };
+    let json = q_of("application", "json");
+    json > 0.0 && json > q_of("text", "html")
 }
 
 pub fn json_response(status: StatusCode, body: &Value) -> Response {

@@ -1,6 +1,7 @@
 //! The REST API v1 of magnum-rs, wire-compatible with upstream Magnum (microversions 1.1 to
-//! 1.14). Routing is explicit (see `routes`), because upstream's pecan routing has quirks
-//! clients rely on (`/v1` optional, trailing slashes, 405 versus 404 versus 400).
+//! 1.14). Each resource declares its routes as a table (`table.rs`) that drives dispatch and
+//! the OpenAPI document alike; upstream's pecan routing quirks clients rely on (`/v1`
+//! optional, trailing slashes, 405 versus 404 versus 400) are entries of those tables.
 
 pub mod auth;
 pub mod error;
@@ -9,6 +10,7 @@ pub mod openapi;
 pub mod patch;
 pub mod request;
 pub mod routes;
+mod table;
 pub mod version;
 
 mod v1;

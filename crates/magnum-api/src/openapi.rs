@@ -1,24 +1,12 @@
-//! `/v1/openapi.json`: an OpenAPI 3.1 description of the API, built from the same route
-//! table the router dispatches on and the same field declarations the handlers parse bodies
+//! `/v1/openapi.json`: an OpenAPI 3.1 description of the API, built from the route tables
+//! the router dispatches on (`table.rs`: paths, methods, query parameters) and the same field declarations the handlers parse bodies
 //! with, so it cannot drift from what the handlers accept.
 
 use serde_json::{Map, Value, json};
 
 use crate::input::{Field, Kind};
+use crate::table::{Doc, Route};
 use crate::version::{MAX_VERSION, MIN_VERSION};
-
-/// One route as the router serves it.
-pub struct RouteDoc {
-    pub method: &'static str,
-    pub path: &'static str,
-    pub summary: &'static str,
-    /// The success status.
-    pub status: u16,
-    /// Request body: a named schema and its fields, or a JSON-patch list.
-    pub body: Body,
-    /// Policy rule checked (the first one, for routes that check several).
-    pub policy: &'static str,
-}
 
 pub enum Body {
     None,
@@ -116,8 +104,8 @@ fn collection_of(path: &str) -> &str {
 }
 
 /// What a route's success answer holds, when it has a body.
-fn response_schema(r: &RouteDoc, views: &[(&str, String)]) -> Option<Value> {
-    if r.status == 204 {
+fn response_schema(r: &Route, d: &Doc, views: &[(&str, String)]) -> Option<Value> {
+    if d.status == 204 {
         return None;
     }
     if r.path == "/v1/stats" {
@@ -135,7 +123,7 @@ fn response_schema(r: &RouteDoc, views: &[(&str, String)]) -> Option<Value> {
         "/v1/credentials",
         "/v1/certificates",
     ];
-    if r.status == 202 && uuid_only.contains(&collection) {
+    if d.status == 202 && uuid_only.contains(&collection) {
         return Some(json!({"$ref": "#/components/schemas/Accepted"}));
     }
     let is_list = r.method == "GET"
@@ -150,46 +138,14 @@ fn response_schema(r: &RouteDoc, views: &[(&str, String)]) -> Option<Value> {
     Some(view.unwrap_or_else(|| json!({"type": "object"})))
 }
 
-/// The query parameters a route accepts (any other is refused with 400).
-fn query_parameters(method: &str, path: &str) -> Vec<(&'static str, Value)> {
-    let page = || {
-        vec![
-            ("limit", json!({"type": "integer", "minimum": 1})),
-            ("marker", json!({"type": "string"})),
-            ("sort_key", json!({"type": "string"})),
-            (
-                "sort_dir",
-                json!({"type": "string", "enum": ["asc", "desc"]}),
-            ),
-        ]
-    };
-    let list = method == "GET"
-        && !path.ends_with('}')
-        && collection_of(path) == path.trim_end_matches("/detail");
-    match (method, path) {
-        ("GET", "/v1/stats") => vec![
-            ("project_id", json!({"type": "string"})),
-            ("type", json!({"type": "string", "enum": ["cluster"]})),
-        ],
-        ("GET", "/v1/mservices") => Vec::new(),
-        ("GET", "/v1/certificates/{cluster_ident}") => {
-            vec![("ca_cert_type", json!({"type": "string"}))]
-        }
-        ("PATCH", "/v1/clusters/{ident}" | "/v1/federations/{ident}") => {
-            vec![("rollback", json!({"type": "boolean"}))]
-        }
-        ("GET", "/v1/quotas") => {
-            let mut q = page();
-            q.push(("all_tenants", json!({"type": "boolean"})));
-            q
-        }
-        ("GET", "/v1/clusters/{cluster_ident}/nodegroups") => {
-            let mut q = page();
-            q.push(("role", json!({"type": "string"})));
-            q
-        }
-        _ if list => page(),
-        _ => Vec::new(),
+/// The schema of a query parameter, by name (the tables name which a route takes).
+fn query_schema(name: &str) -> Value {
+    match name {
+        "limit" => json!({"type": "integer", "minimum": 1}),
+        "sort_dir" => json!({"type": "string", "enum": ["asc", "desc"]}),
+        "type" => json!({"type": "string", "enum": ["cluster"]}),
+        "all_tenants" | "rollback" => json!({"type": "boolean"}),
+        _ => json!({"type": "string"}),
     }
 }
 
@@ -233,9 +189,15 @@ pub fn document() -> Value {
     // A resource as answered: the fields its create body declares, typed (without the input
     // bounds, which stored rows need not meet), plus whatever else it shows (links, status).
     let mut views: Vec<(&str, String)> = Vec::new();
-    for group in crate::v1::ROUTE_GROUPS {
-        for r in *group {
-            if let (Body::Object(name, fields), "POST") = (&r.body, r.method)
+    let documented = || {
+        crate::v1::ROUTES
+            .iter()
+            .flat_map(|t| t.iter())
+            .filter_map(|r| Some((r, r.doc.as_ref()?)))
+    };
+    {
+        for (r, d) in documented() {
+            if let (Body::Object(name, fields), "POST") = (&d.body, r.method)
                 && !r.path.contains("/actions/")
             {
                 let view = format!("{name}View");
@@ -246,33 +208,31 @@ pub fn document() -> Value {
     }
     let error = json!({"description": "error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Errors"}}}});
     let unauthorized = json!({"description": "no token, or an invalid one", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Unauthorized"}}}});
-    for group in crate::v1::ROUTE_GROUPS {
-        for r in *group {
+    {
+        for (r, d) in documented() {
             let mut parameters = vec![
                 json!({"name": "OpenStack-API-Version", "in": "header", "required": false,
                 "schema": {"type": "string", "example": "container-infra latest"}}),
             ];
             parameters.extend(path_parameters(r.path));
-            parameters.extend(
-                query_parameters(r.method, r.path)
-                    .iter()
-                    .map(|(name, schema)| json!({"name": name, "in": "query", "required": false, "schema": schema})),
-            );
+            parameters.extend(r.query.iter().map(|name| {
+                json!({"name": name, "in": "query", "required": false, "schema": query_schema(name)})
+            }));
             let mut success = json!({"description": "success"});
-            if let Some(schema) = response_schema(r, &views) {
+            if let Some(schema) = response_schema(r, d, &views) {
                 success["content"] = json!({"application/json": {"schema": schema}});
             }
             let mut op = json!({
-                "summary": r.summary,
-                "x-policy": r.policy,
+                "summary": d.summary,
+                "x-policy": d.policy,
                 "parameters": parameters,
                 "responses": {
-                    r.status.to_string(): success,
+                    d.status.to_string(): success,
                     "401": unauthorized,
                     "default": error
                 }
             });
-            match &r.body {
+            match &d.body {
                 Body::None => {}
                 Body::Object(name, fields) => {
                     schemas.insert((*name).to_owned(), object_schema(fields));

@@ -11,7 +11,9 @@ use magnum_core::RequestContext;
 use serde_json::Value;
 
 use crate::AppState;
-use crate::error::{ApiError, ApiResult, json_response};
+use crate::error::{
+    ApiError, ApiResult, RoutingAnswer, bare_routing_answer, json_response, prefers_json,
+};
 pub use crate::request::Req;
 use crate::version::{ApiVersion, SERVICE, negotiate};
 
@@ -31,8 +33,21 @@ pub async fn handle(State(app): State<Arc<AppState>>, request: Request) -> Respo
         project = tracing::field::Empty
     );
     let started = std::time::Instant::now();
+    // Several Accept fields are one list, as the WSGI environ joins them.
+    let accept: Vec<&str> = request
+        .headers()
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let json_accepted = prefers_json((!accept.is_empty()).then(|| accept.join(", ")).as_deref());
     let mut resp =
         tracing::Instrument::instrument(dispatch(&app, request, &request_id), span.clone()).await;
+    if !json_accepted && resp.extensions().get::<RoutingAnswer>().is_some() {
+        let headers = std::mem::take(resp.headers_mut());
+        resp = bare_routing_answer(resp.status());
+        *resp.headers_mut() = headers;
+    }
     span.in_scope(|| {
         tracing::info!(%method, %path, status = resp.status().as_u16(), "request");
     });
@@ -51,34 +66,21 @@ pub async fn handle(State(app): State<Arc<AppState>>, request: Request) -> Respo
     resp
 }
 
-/// A request path as a route for metrics: names stay, ids become `{id}`, so label values
-/// are bounded.
+/// A request path as a route for metrics: names the route tables spell stay, anything else
+/// becomes `{id}`, so label values are bounded.
 fn route_of(path: &str) -> String {
-    const NAMES: &[&str] = &[
-        "v1",
-        "clusters",
-        "clustertemplates",
-        "baymodels",
-        "bays",
-        "nodegroups",
-        "certificates",
-        "quotas",
-        "stats",
-        "mservices",
-        "federations",
-        "actions",
-        "resize",
-        "upgrade",
-        "credentials",
-        "openapi.json",
-        "healthcheck",
-        "metrics",
-        "v1.json",
-    ];
+    // Besides the tables' literal segments, the paths served before the tables.
+    const OTHERS: &[&str] = &["v1", "openapi.json", "healthcheck", "metrics", "v1.json"];
     let segs: Vec<&str> = path
         .split('/')
         .filter(|s| !s.is_empty())
-        .map(|s| if NAMES.contains(&s) { s } else { "{id}" })
+        .map(|s| {
+            if OTHERS.contains(&s) || crate::table::is_literal(crate::v1::ROUTES, s) {
+                s
+            } else {
+                "{id}"
+            }
+        })
         .collect();
     format!("/{}", segs.join("/"))
 }
@@ -246,7 +248,7 @@ async fn read_body(headers: &HeaderMap, body: Body) -> ApiResult<Option<Value>> 
 }
 
 async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
-    let Some(first) = req.segs.first().cloned() else {
+    if req.segs.is_empty() {
         return match req.method {
             Method::GET => Ok(json_response(
                 StatusCode::OK,
@@ -254,18 +256,8 @@ async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
             )),
             _ => Err(ApiError::Routing(StatusCode::METHOD_NOT_ALLOWED)),
         };
-    };
-    match first.as_str() {
-        "clustertemplates" => crate::v1::clustertemplates::route(app, req).await,
-        "clusters" => crate::v1::clusters::route(app, req).await,
-        "certificates" => crate::v1::certificates::route(app, req).await,
-        "credentials" => crate::v1::credentials::route(app, req).await,
-        "quotas" => crate::v1::quotas::route(app, req).await,
-        "stats" => crate::v1::stats::route(app, req).await,
-        "mservices" => crate::v1::mservices::route(app, req).await,
-        "federations" => crate::v1::federations::route(app, req).await,
-        _ => Err(ApiError::Routing(StatusCode::NOT_FOUND)),
     }
+    crate::table::dispatch(app, &req, crate::v1::ROUTES).await
 }
 
 /// `/metrics`: the row gauges are filled now, then everything rendered.

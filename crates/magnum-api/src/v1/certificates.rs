@@ -2,7 +2,7 @@
 //! each a synchronous call to the conductor.
 
 use axum::response::Response;
-use http::{Method, StatusCode};
+use http::StatusCode;
 use magnum_core::Error;
 use magnum_db::repo::cluster::Cluster;
 use serde_json::{Value, json};
@@ -24,57 +24,50 @@ const FIELDS: &[Field] = &[
     read_only("updated_at"),
 ];
 
-use crate::openapi::{Body, RouteDoc};
+use crate::openapi::Body;
+use crate::table::{Route, arg, handler, missing};
 
-pub const ROUTES: &[RouteDoc] = &[
-    RouteDoc {
-        method: "GET",
-        path: "/v1/certificates/{cluster_ident}",
-        summary: "Show a cluster's CA certificate",
-        status: 200,
-        body: Body::None,
-        policy: "certificate:get",
-    },
-    RouteDoc {
-        method: "POST",
-        path: "/v1/certificates",
-        summary: "Sign a certificate signing request with a cluster's CA",
-        status: 201,
-        body: Body::Object("Certificate", FIELDS),
-        policy: "certificate:create",
-    },
-    RouteDoc {
-        method: "PATCH",
-        path: "/v1/certificates/{cluster_ident}",
-        summary: "Rotate a cluster's CA certificate",
-        status: 202,
-        body: Body::None,
-        policy: "certificate:rotate_ca",
-    },
+pub const ROUTES: &[Route] = &[
+    Route::op(
+        "GET",
+        "/v1/certificates/{cluster_ident}",
+        handler!(|app, req, p| show(app, req, arg(p, 0))),
+        "Show a cluster's CA certificate",
+        200,
+        Body::None,
+        "certificate:get",
+    )
+    .query(&["ca_cert_type"]),
+    Route::op(
+        "POST",
+        "/v1/certificates",
+        handler!(|app, req, p| sign(app, req)),
+        "Sign a certificate signing request with a cluster's CA",
+        201,
+        Body::Object("Certificate", FIELDS),
+        "certificate:create",
+    ),
+    Route::op(
+        "PATCH",
+        "/v1/certificates/{cluster_ident}",
+        handler!(|app, req, p| rotate(app, req, arg(p, 0))),
+        "Rotate a cluster's CA certificate",
+        202,
+        Body::None,
+        "certificate:rotate_ca",
+    ),
+    // pecan hands the extra segments to the show handler, which looks the cluster up.
+    Route::quirk(
+        "GET",
+        "/v1/certificates/{cluster_ident}/**",
+        handler!(|app, req, p| show(app, req, arg(p, 0))),
+    ),
+    Route::quirk(
+        "PATCH",
+        "/v1/certificates",
+        handler!(|_app, _req, _p| async { Err(missing("cluster_ident")) }),
+    ),
 ];
-
-pub async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
-    let rest: Vec<String> = req.segs.iter().skip(1).cloned().collect();
-    match (&req.method, rest.as_slice()) {
-        (&Method::GET, [ident]) => {
-            req.allow_query(&["ca_cert_type"])?;
-            show(app, &req, ident).await
-        }
-        (&Method::POST, []) => {
-            req.allow_query(&[])?;
-            sign(app, &req).await
-        }
-        (&Method::PATCH, [ident]) => {
-            req.allow_query(&[])?;
-            rotate(app, &req, ident).await
-        }
-        (&Method::PATCH, []) => Err(ApiError::BadRequest(
-            "Missing argument: \"cluster_ident\"".into(),
-        )),
-        (_, [] | [_]) => Err(ApiError::Routing(StatusCode::METHOD_NOT_ALLOWED)),
-        _ => Err(ApiError::Routing(StatusCode::NOT_FOUND)),
-    }
-}
 
 fn owner(c: &Cluster) -> magnum_conf::policy::Target {
     owner_target(c.project_id.as_deref(), c.user_id.as_deref())

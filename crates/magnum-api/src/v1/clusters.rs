@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use axum::response::Response;
-use http::{Method, StatusCode};
+use http::StatusCode;
 use magnum_core::ids::is_uuid_like;
 use magnum_core::status::ClusterStatus;
 use magnum_core::{Error, RequestContext};
@@ -719,140 +719,128 @@ fn check_name(doc: &Map<String, Value>) -> ApiResult<()> {
     }
 }
 
-use crate::openapi::{Body, RouteDoc};
+use crate::openapi::Body;
+use crate::table::{ANY, Route, arg, handler, missing, no_such_path};
 
-pub const ROUTES: &[RouteDoc] = &[
-    RouteDoc {
-        method: "GET",
-        path: "/v1/clusters",
-        summary: "List clusters",
-        status: 200,
-        body: Body::None,
-        policy: "cluster:get_all",
-    },
-    RouteDoc {
-        method: "GET",
-        path: "/v1/clusters/detail",
-        summary: "List clusters with details",
-        status: 200,
-        body: Body::None,
-        policy: "cluster:detail",
-    },
-    RouteDoc {
-        method: "GET",
-        path: "/v1/clusters/{ident}",
-        summary: "Show a cluster",
-        status: 200,
-        body: Body::None,
-        policy: "cluster:get",
-    },
-    RouteDoc {
-        method: "POST",
-        path: "/v1/clusters",
-        summary: "Create a cluster",
-        status: 202,
-        body: Body::Object("Cluster", FIELDS),
-        policy: "cluster:create",
-    },
-    RouteDoc {
-        method: "PATCH",
-        path: "/v1/clusters/{ident}",
-        summary: "Update a cluster's node count or health",
-        status: 202,
-        body: Body::JsonPatch,
-        policy: "cluster:update",
-    },
-    RouteDoc {
-        method: "DELETE",
-        path: "/v1/clusters/{ident}",
-        summary: "Delete a cluster",
-        status: 204,
-        body: Body::None,
-        policy: "cluster:delete",
-    },
-    RouteDoc {
-        method: "POST",
-        path: "/v1/clusters/{ident}/actions/resize",
-        summary: "Resize a nodegroup of a cluster (1.7+)",
-        status: 202,
-        body: Body::Object("ClusterResizeRequest", RESIZE_FIELDS),
-        policy: "cluster:resize",
-    },
-    RouteDoc {
-        method: "POST",
-        path: "/v1/clusters/{ident}/actions/upgrade",
-        summary: "Upgrade a cluster to another template (1.8+)",
-        status: 202,
-        body: Body::Object("ClusterUpgradeRequest", UPGRADE_FIELDS),
-        policy: "cluster:upgrade",
-    },
+pub const ROUTES: &[Route] = &[
+    Route::op(
+        "GET",
+        "/v1/clusters",
+        handler!(|app, req, p| list(app, req, false)),
+        "List clusters",
+        200,
+        Body::None,
+        "cluster:get_all",
+    )
+    .query(&["marker", "limit", "sort_key", "sort_dir"]),
+    Route::op(
+        "GET",
+        "/v1/clusters/detail",
+        handler!(|app, req, p| list(app, req, true)),
+        "List clusters with details",
+        200,
+        Body::None,
+        "cluster:detail",
+    )
+    .query(&["marker", "limit", "sort_key", "sort_dir"]),
+    Route::op(
+        "GET",
+        "/v1/clusters/{ident}",
+        handler!(|app, req, p| show(app, req, arg(p, 0))),
+        "Show a cluster",
+        200,
+        Body::None,
+        "cluster:get",
+    ),
+    Route::op(
+        "POST",
+        "/v1/clusters",
+        handler!(|app, req, p| create(app, req)),
+        "Create a cluster",
+        202,
+        Body::Object("Cluster", FIELDS),
+        "cluster:create",
+    ),
+    Route::op(
+        "PATCH",
+        "/v1/clusters/{ident}",
+        handler!(|app, req, p| update(app, req, arg(p, 0))),
+        "Update a cluster's node count or health",
+        202,
+        Body::JsonPatch,
+        "cluster:update",
+    )
+    .query(&["rollback"]),
+    Route::op(
+        "DELETE",
+        "/v1/clusters/{ident}",
+        handler!(|app, req, p| delete(app, req, arg(p, 0))),
+        "Delete a cluster",
+        204,
+        Body::None,
+        "cluster:delete",
+    ),
+    Route::op(
+        "POST",
+        "/v1/clusters/{ident}/actions/resize",
+        handler!(|app, req, p| resize(app, req, arg(p, 0))),
+        "Resize a nodegroup of a cluster (1.7+)",
+        202,
+        Body::Object("ClusterResizeRequest", RESIZE_FIELDS),
+        "cluster:resize",
+    )
+    .since(7, "resize"),
+    Route::op(
+        "POST",
+        "/v1/clusters/{ident}/actions/upgrade",
+        handler!(|app, req, p| upgrade(app, req, arg(p, 0))),
+        "Upgrade a cluster to another template (1.8+)",
+        202,
+        Body::Object("ClusterUpgradeRequest", UPGRADE_FIELDS),
+        "cluster:upgrade",
+    )
+    .since(7, "upgrade"),
+    Route::quirk(
+        "GET",
+        "/v1/clusters/{marker}/detail",
+        handler!(|_app, _req, p| detail_with_marker(arg(p, 0))),
+    ),
+    Route::quirk(
+        ANY,
+        "/v1/clusters/{ident}/actions/**",
+        handler!(|_app, _req, _p| async { Err(ApiError::Routing(StatusCode::METHOD_NOT_ALLOWED)) }),
+    ),
+    Route::quirk(
+        ANY,
+        "/v1/clusters/{marker}/detail",
+        handler!(|_app, req, _p| no_such_path(req)),
+    ),
+    Route::quirk(
+        "DELETE",
+        "/v1/clusters",
+        handler!(|_app, _req, _p| async { Err(missing("cluster_ident")) }),
+    ),
+    Route::quirk(
+        "PATCH",
+        "/v1/clusters",
+        handler!(|_app, _req, _p| async { Err(missing("cluster_ident")) }),
+    ),
 ];
 
-pub async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
-    let rest: Vec<String> = req.segs.iter().skip(1).cloned().collect();
-    let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
-    match (&req.method, rest.as_slice()) {
-        (_, [ident, "nodegroups", ..]) => {
-            let ident = (*ident).to_owned();
-            super::nodegroups::route(app, req, &ident).await
-        }
-        (&Method::GET, []) => list(app, &req, false).await,
-        (&Method::GET, ["detail"]) => list(app, &req, true).await,
-        // `/clusters/<x>/detail` binds <x> to the detail list's marker; its parent is not
-        // `clusters`, so a valid marker is a 404.
-        (&Method::GET, [marker, "detail"]) => {
-            if is_uuid_like(marker) {
-                Err(ApiError::Routing(StatusCode::NOT_FOUND))
-            } else {
-                Err(bad_marker(marker))
-            }
-        }
-        (&Method::GET, [ident]) => {
-            req.allow_query(&[])?;
-            show(app, &req, ident).await
-        }
-        (&Method::POST, []) => {
-            req.allow_query(&[])?;
-            create(app, &req).await
-        }
-        (&Method::PATCH, [ident]) => {
-            let allowed: &[&str] = if req.version >= ApiVersion::new(1, 3) {
-                &["rollback"]
-            } else {
-                &[]
-            };
-            req.allow_query(allowed)?;
-            update(app, &req, ident).await
-        }
-        (&Method::DELETE, [ident]) => {
-            req.allow_query(&[])?;
-            delete(app, &req, ident).await
-        }
-        (&Method::DELETE | &Method::PATCH, []) => Err(ApiError::BadRequest(
-            "Missing argument: \"cluster_ident\"".into(),
-        )),
-        (&Method::POST, [ident, "actions", "resize"]) => {
-            lookup::require_version(&req, 7, "resize")?;
-            req.allow_query(&[])?;
-            resize(app, &req, ident).await
-        }
-        (&Method::POST, [ident, "actions", "upgrade"]) => {
-            lookup::require_version(&req, 7, "upgrade")?;
-            req.allow_query(&[])?;
-            upgrade(app, &req, ident).await
-        }
-        (_, [_, "actions", "resize" | "upgrade"]) => {
-            Err(ApiError::Routing(StatusCode::METHOD_NOT_ALLOWED))
-        }
-        (_, [] | [_]) => Err(ApiError::Routing(StatusCode::METHOD_NOT_ALLOWED)),
-        _ => Err(ApiError::Routing(StatusCode::NOT_FOUND)),
-    }
+/// `/clusters/<x>/detail` (and `/clustertemplates/<x>/detail`) binds `<x>` to the detail
+/// list's marker: any but a UUID is a bad marker, and a UUID is refused because the path's
+/// parent is not the collection, with upstream's unformatted not-found message.
+pub(super) async fn detail_with_marker(marker: &str) -> ApiResult<Response> {
+    Err(if is_uuid_like(marker) {
+        ApiError::NotFound("The %(name)s resource %(id)s could not be found.".into())
+    } else {
+        bad_marker(marker)
+    })
 }
 
 /// List or detail. At most three statements: the marker row, one page of clusters and the
 /// nodegroups of that page (detail adds one template read per distinct template).
 async fn list(app: &AppState, req: &Req, detail: bool) -> ApiResult<Response> {
-    req.allow_query(&["marker", "limit", "sort_key", "sort_dir"])?;
     let params = ListParams::parse(req, app.settings.max_limit)?;
     let (rule, all_rule) = if detail {
         ("cluster:detail", "cluster:detail_all_projects")
@@ -1087,6 +1075,10 @@ fn coerced(doc: &Map<String, Value>) -> ApiResult<Map<String, Value>> {
 }
 
 async fn update(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
+    // `rollback` is a query parameter from 1.3 on.
+    if req.version < ApiVersion::new(1, 3) {
+        req.allow_query(&[])?;
+    }
     let rollback = match req.query("rollback") {
         None => false,
         Some(raw) => {

@@ -1,7 +1,7 @@
 //! `/v1/clustertemplates`: create, show, list/detail, JSON-patch update, delete (api.md §6.1).
 
 use axum::response::Response;
-use http::{Method, StatusCode};
+use http::StatusCode;
 use magnum_core::RequestContext;
 use magnum_core::ids::is_uuid_like;
 use magnum_db::repo::cluster_template::{ClusterTemplate, TemplateRow, TemplateSink};
@@ -12,7 +12,7 @@ use super::clusters::out;
 use super::rendered::{Items, List};
 use super::{Link, ListParams, Ts, created, ctx_target, links, no_content, owner_target, raw_json};
 use crate::AppState;
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::input::{Field, Kind, STR255, field, mandatory, parse_object, read_only, revalidate};
 use crate::patch::{PatchRules, apply_patch, parse_patch};
 use crate::request::Req;
@@ -178,90 +178,89 @@ async fn lookup(app: &AppState, ctx: &RequestContext, ident: &str) -> ApiResult<
     Ok(found?)
 }
 
-use crate::openapi::{Body, RouteDoc};
+use crate::openapi::Body;
+use crate::table::{ANY, Route, arg, handler, missing, no_such_path};
 
-pub const ROUTES: &[RouteDoc] = &[
-    RouteDoc {
-        method: "GET",
-        path: "/v1/clustertemplates",
-        summary: "List cluster templates",
-        status: 200,
-        body: Body::None,
-        policy: "clustertemplate:get_all",
-    },
-    RouteDoc {
-        method: "GET",
-        path: "/v1/clustertemplates/detail",
-        summary: "List cluster templates with details",
-        status: 200,
-        body: Body::None,
-        policy: "clustertemplate:detail",
-    },
-    RouteDoc {
-        method: "GET",
-        path: "/v1/clustertemplates/{ident}",
-        summary: "Show a cluster template",
-        status: 200,
-        body: Body::None,
-        policy: "clustertemplate:get",
-    },
-    RouteDoc {
-        method: "POST",
-        path: "/v1/clustertemplates",
-        summary: "Create a cluster template",
-        status: 201,
-        body: Body::Object("ClusterTemplate", FIELDS),
-        policy: "clustertemplate:create",
-    },
-    RouteDoc {
-        method: "PATCH",
-        path: "/v1/clustertemplates/{ident}",
-        summary: "Update a cluster template",
-        status: 200,
-        body: Body::JsonPatch,
-        policy: "clustertemplate:update",
-    },
-    RouteDoc {
-        method: "DELETE",
-        path: "/v1/clustertemplates/{ident}",
-        summary: "Delete a cluster template",
-        status: 204,
-        body: Body::None,
-        policy: "clustertemplate:delete",
-    },
+pub const ROUTES: &[Route] = &[
+    Route::op(
+        "GET",
+        "/v1/clustertemplates",
+        handler!(|app, req, p| list(app, req, false)),
+        "List cluster templates",
+        200,
+        Body::None,
+        "clustertemplate:get_all",
+    )
+    .query(&["marker", "limit", "sort_key", "sort_dir"]),
+    Route::op(
+        "GET",
+        "/v1/clustertemplates/detail",
+        handler!(|app, req, p| list(app, req, true)),
+        "List cluster templates with details",
+        200,
+        Body::None,
+        "clustertemplate:detail",
+    )
+    .query(&["marker", "limit", "sort_key", "sort_dir"]),
+    Route::op(
+        "GET",
+        "/v1/clustertemplates/{ident}",
+        handler!(|app, req, p| show(app, req, arg(p, 0))),
+        "Show a cluster template",
+        200,
+        Body::None,
+        "clustertemplate:get",
+    ),
+    Route::op(
+        "POST",
+        "/v1/clustertemplates",
+        handler!(|app, req, p| create(app, req)),
+        "Create a cluster template",
+        201,
+        Body::Object("ClusterTemplate", FIELDS),
+        "clustertemplate:create",
+    ),
+    Route::op(
+        "PATCH",
+        "/v1/clustertemplates/{ident}",
+        handler!(|app, req, p| update(app, req, arg(p, 0))),
+        "Update a cluster template",
+        200,
+        Body::JsonPatch,
+        "clustertemplate:update",
+    ),
+    Route::op(
+        "DELETE",
+        "/v1/clustertemplates/{ident}",
+        handler!(|app, req, p| delete(app, req, arg(p, 0))),
+        "Delete a cluster template",
+        204,
+        Body::None,
+        "clustertemplate:delete",
+    ),
+    Route::quirk(
+        "GET",
+        "/v1/clustertemplates/{marker}/detail",
+        handler!(|_app, _req, p| super::clusters::detail_with_marker(arg(p, 0))),
+    ),
+    Route::quirk(
+        ANY,
+        "/v1/clustertemplates/{marker}/detail",
+        handler!(|_app, req, _p| no_such_path(req)),
+    ),
+    Route::quirk(
+        "DELETE",
+        "/v1/clustertemplates",
+        handler!(|_app, _req, _p| async { Err(missing("cluster_template_ident")) }),
+    ),
+    Route::quirk(
+        "PATCH",
+        "/v1/clustertemplates",
+        handler!(|_app, _req, _p| async { Err(missing("cluster_template_ident")) }),
+    ),
 ];
 
-pub async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
-    let rest: Vec<&str> = req.segs.iter().skip(1).map(String::as_str).collect();
-    match (&req.method, rest.as_slice()) {
-        (&Method::GET, []) => list(app, &req, false).await,
-        (&Method::GET, ["detail"]) => list(app, &req, true).await,
-        (&Method::GET, [ident]) => {
-            req.allow_query(&[])?;
-            show(app, &req, ident).await
-        }
-        (&Method::POST, []) => {
-            req.allow_query(&[])?;
-            create(app, &req).await
-        }
-        (&Method::PATCH, [ident]) => {
-            req.allow_query(&[])?;
-            update(app, &req, ident).await
-        }
-        (&Method::DELETE, [ident]) => {
-            req.allow_query(&[])?;
-            delete(app, &req, ident).await
-        }
-        (&Method::DELETE, []) | (&Method::PATCH, []) => Err(ApiError::BadRequest(
-            "Missing argument: \"cluster_template_ident\"".into(),
-        )),
-        (_, [] | [_]) => Err(ApiError::Routing(StatusCode::METHOD_NOT_ALLOWED)),
-        _ => Err(ApiError::Routing(StatusCode::NOT_FOUND)),
-    }
-}
-
 async fn list(app: &AppState, req: &Req, detail: bool) -> ApiResult<Response> {
-    req.allow_query(&["marker", "limit", "sort_key", "sort_dir"])?;
     let params = ListParams::parse(req, app.settings.max_limit)?;
     let (rule, all_rule) = if detail {
         (

@@ -2,43 +2,35 @@
 //! synchronous call to the conductor.
 
 use axum::response::Response;
-use http::{Method, StatusCode};
+use http::StatusCode;
 use serde_json::json;
 
 use super::{ctx_target, lookup, respond};
 use crate::AppState;
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::request::Req;
 
-use crate::openapi::{Body, RouteDoc};
+use crate::openapi::Body;
+use crate::table::{Route, arg, handler, missing};
 
-pub const ROUTES: &[RouteDoc] = &[RouteDoc {
-    method: "PATCH",
-    path: "/v1/credentials/{cluster_ident}",
-    summary: "Rotate the credential a cluster uses (1.12+)",
-    status: 202,
-    body: Body::None,
-    policy: "credential:rotate",
-}];
-
-pub async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
-    let rest: Vec<String> = req.segs.iter().skip(1).cloned().collect();
-    match (&req.method, rest.as_slice()) {
-        (&Method::PATCH, [ident]) => {
-            lookup::require_version(&req, 12, "patch")?;
-            req.allow_query(&[])?;
-            rotate(app, &req, ident).await
-        }
-        (&Method::PATCH, []) => {
-            lookup::require_version(&req, 12, "patch")?;
-            Err(ApiError::BadRequest(
-                "Missing argument: \"cluster_ident\"".into(),
-            ))
-        }
-        (_, [] | [_]) => Err(ApiError::Routing(StatusCode::METHOD_NOT_ALLOWED)),
-        _ => Err(ApiError::Routing(StatusCode::NOT_FOUND)),
-    }
-}
+pub const ROUTES: &[Route] = &[
+    Route::op(
+        "PATCH",
+        "/v1/credentials/{cluster_ident}",
+        handler!(|app, req, p| rotate(app, req, arg(p, 0))),
+        "Rotate the credential a cluster uses (1.12+)",
+        202,
+        Body::None,
+        "credential:rotate",
+    )
+    .since(12, "patch"),
+    Route::quirk(
+        "PATCH",
+        "/v1/credentials",
+        handler!(|_app, _req, _p| async { Err(missing("cluster_ident")) }),
+    )
+    .since(12, "patch"),
+];
 
 async fn rotate(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
     // Upstream checks the rule against the caller before looking the cluster up.

@@ -4,7 +4,7 @@
 //! same way, and delete removes the row (nothing was ever built).
 
 use axum::response::Response;
-use http::{Method, StatusCode};
+use http::StatusCode;
 use magnum_core::ids::is_uuid_like;
 use magnum_db::repo::federation::{Federation, FederationFilters};
 use magnum_service::federations::{FederationChange, MemberChange, NewFederation};
@@ -14,7 +14,7 @@ use super::{
     ListParams, collection, ctx_target, links_pair, no_content, owner_target, respond, timestamp,
 };
 use crate::AppState;
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::input::{Field, Kind, field, parse_object, read_only};
 use crate::patch::{Op, parse_patch};
 use crate::request::Req;
@@ -57,103 +57,101 @@ async fn lookup(app: &AppState, req: &Req, ident: &str) -> ApiResult<Federation>
     })
 }
 
-use crate::openapi::{Body, RouteDoc};
+use crate::openapi::Body;
+use crate::table::{Route, arg, handler, missing};
 
-pub const ROUTES: &[RouteDoc] = &[
-    RouteDoc {
-        method: "GET",
-        path: "/v1/federations",
-        summary: "List federations",
-        status: 200,
-        body: Body::None,
-        policy: "federation:get_all",
-    },
-    RouteDoc {
-        method: "GET",
-        path: "/v1/federations/detail",
-        summary: "List federations with details",
-        status: 200,
-        body: Body::None,
-        policy: "federation:detail",
-    },
-    RouteDoc {
-        method: "GET",
-        path: "/v1/federations/{ident}",
-        summary: "Show a federation",
-        status: 200,
-        body: Body::None,
-        policy: "federation:get",
-    },
-    RouteDoc {
-        method: "POST",
-        path: "/v1/federations",
-        summary: "Create a federation",
-        status: 202,
-        body: Body::Object("Federation", FIELDS),
-        policy: "federation:create",
-    },
-    RouteDoc {
-        method: "PATCH",
-        path: "/v1/federations/{ident}",
-        summary: "Join or leave clusters",
-        status: 202,
-        body: Body::JsonPatch,
-        policy: "federation:update",
-    },
-    RouteDoc {
-        method: "DELETE",
-        path: "/v1/federations/{ident}",
-        summary: "Delete a federation",
-        status: 204,
-        body: Body::None,
-        policy: "federation:delete",
-    },
+pub const ROUTES: &[Route] = &[
+    Route::op(
+        "GET",
+        "/v1/federations",
+        handler!(|app, req, p| list(app, req, false)),
+        "List federations",
+        200,
+        Body::None,
+        "federation:get_all",
+    )
+    .query(&["marker", "limit", "sort_key", "sort_dir"]),
+    Route::op(
+        "GET",
+        "/v1/federations/detail",
+        handler!(|app, req, p| list(app, req, true)),
+        "List federations with details",
+        200,
+        Body::None,
+        "federation:detail",
+    )
+    .query(&["marker", "limit", "sort_key", "sort_dir"]),
+    Route::op(
+        "GET",
+        "/v1/federations/{ident}",
+        handler!(|app, req, p| show(app, req, arg(p, 0))),
+        "Show a federation",
+        200,
+        Body::None,
+        "federation:get",
+    ),
+    Route::op(
+        "POST",
+        "/v1/federations",
+        handler!(|app, req, p| create(app, req)),
+        "Create a federation",
+        202,
+        Body::Object("Federation", FIELDS),
+        "federation:create",
+    ),
+    Route::op(
+        "PATCH",
+        "/v1/federations/{ident}",
+        handler!(|app, req, p| update(app, req, arg(p, 0))),
+        "Join or leave clusters",
+        202,
+        Body::JsonPatch,
+        "federation:update",
+    )
+    .query(&["rollback"]),
+    Route::op(
+        "DELETE",
+        "/v1/federations/{ident}",
+        handler!(|app, req, p| delete(app, req, arg(p, 0))),
+        "Delete a federation",
+        204,
+        Body::None,
+        "federation:delete",
+    ),
+    Route::quirk(
+        "DELETE",
+        "/v1/federations",
+        handler!(|_app, _req, _p| async { Err(missing("federation_ident")) }),
+    ),
+    Route::quirk(
+        "PATCH",
+        "/v1/federations",
+        handler!(|_app, _req, _p| async { Err(missing("federation_ident")) }),
+    ),
 ];
 
-pub async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
-    let rest: Vec<String> = req.segs.iter().skip(1).cloned().collect();
-    match (&req.method, rest.as_slice()) {
-        (&Method::GET, []) => list(app, &req, false).await,
-        (&Method::GET, [d]) if d == "detail" => list(app, &req, true).await,
-        (&Method::GET, [ident]) => {
-            req.allow_query(&[])?;
-            let f = lookup(app, &req, ident).await?;
-            app.policy.authorize(
-                "federation:get",
-                &owner_target(f.project_id.as_deref(), None),
-                &req.ctx,
-            )?;
-            respond(StatusCode::OK, &render(&f, &req.base, true))
-        }
-        (&Method::POST, []) => {
-            req.allow_query(&[])?;
-            create(app, &req).await
-        }
-        (&Method::PATCH, [ident]) => {
-            req.allow_query(&["rollback"])?;
-            update(app, &req, ident).await
-        }
-        (&Method::DELETE, [ident]) => {
-            req.allow_query(&[])?;
-            let f = lookup(app, &req, ident).await?;
-            app.policy.authorize(
-                "federation:delete",
-                &owner_target(f.project_id.as_deref(), None),
-                &req.ctx,
-            )?;
-            app.services.federations().delete(&f).await?;
-            no_content()
-        }
-        (&Method::DELETE | &Method::PATCH, []) => Err(ApiError::BadRequest(
-            "Missing argument: \"federation_ident\"".into(),
-        )),
-        (_, [] | [_]) => Err(ApiError::Routing(StatusCode::METHOD_NOT_ALLOWED)),
-        _ => Err(ApiError::Routing(StatusCode::NOT_FOUND)),
-    }
+async fn show(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
+    let f = lookup(app, req, ident).await?;
+    app.policy.authorize(
+        "federation:get",
+        &owner_target(f.project_id.as_deref(), None),
+        &req.ctx,
+    )?;
+    respond(StatusCode::OK, &render(&f, &req.base, true))
+}
+
+async fn delete(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
+    let f = lookup(app, req, ident).await?;
+    app.policy.authorize(
+        "federation:delete",
+        &owner_target(f.project_id.as_deref(), None),
+        &req.ctx,
+    )?;
+    app.services.federations().delete(&f).await?;
+    no_content()
 }
 
 async fn list(app: &AppState, req: &Req, detail: bool) -> ApiResult<Response> {
-    req.allow_query(&["marker", "limit", "sort_key", "sort_dir"])?;
     let params = ListParams::parse(req, app.settings.max_limit)?;
     let rule = if detail {
         "federation:detail"

@@ -11,9 +11,8 @@ use magnum_db::repo::nodegroup::{NodeGroup, NodeGroupFilters};
 use serde_json::{Map, Value};
 
 use crate::AppState;
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::request::Req;
-use crate::version::ApiVersion;
 
 /// The caller's context, widened to every project for an admin (upstream sets
 /// `all_tenants` on the paths that check a `*_all_projects` rule).
@@ -119,18 +118,6 @@ pub fn ident_text(v: Option<&Value>) -> String {
         Some(Value::Null) | None => "None".into(),
         Some(other) => crate::input::py_str(other),
     }
-}
-
-/// A handler that does not exist at the requested microversion: 406, like pecan's routing
-/// error (no version headers). `method` is upstream's handler name, which its detail names.
-pub fn require_version(req: &Req, minor: u32, method: &str) -> ApiResult<()> {
-    if req.version >= ApiVersion::new(1, minor) {
-        return Ok(());
-    }
-    Err(ApiError::NotAvailableAtVersion(format!(
-        "Version {} was requested but the requested API {method} is not supported for this version.",
-        req.version
-    )))
 }
 
 /// A stored label dict (JSON text); NULL or unparsable text is empty.

@@ -13,8 +13,8 @@ pub mod quotas;
 pub mod rendered;
 pub mod stats;
 
-/// Every resource's routes, for the OpenAPI document.
-pub const ROUTE_GROUPS: &[&[crate::openapi::RouteDoc]] = &[
+/// Every resource's route table: what dispatch serves and the OpenAPI document describes.
+pub const ROUTES: &[&[crate::table::Route]] = &[
     clustertemplates::ROUTES,
     clusters::ROUTES,
     nodegroups::ROUTES,
@@ -326,13 +326,4 @@ pub fn owner_target(project_id: Option<&str>, user_id: Option<&str>) -> Target {
 /// The default target: the caller's own ids.
 pub fn ctx_target(req: &Req) -> Target {
     Target::from_context(&req.ctx)
-}
-
-/// For single-route collections (`/v1/stats`, `/v1/mservices`): GET only, no sub-paths.
-pub fn only_get(req: &Req) -> ApiResult<()> {
-    match (&req.method, req.segs.len()) {
-        (&http::Method::GET, 1) => Ok(()),
-        (_, 1) => Err(ApiError::Routing(StatusCode::METHOD_NOT_ALLOWED)),
-        _ => Err(ApiError::Routing(StatusCode::NOT_FOUND)),
-    }
 }

@@ -8,25 +8,33 @@ use serde_json::json;
 
 use super::{collection, ctx_target, respond, timestamp};
 use crate::AppState;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::request::Req;
 
-use crate::openapi::{Body, RouteDoc};
+use crate::openapi::Body;
+use crate::table::{ANY, Route, handler};
 
-pub const ROUTES: &[RouteDoc] = &[RouteDoc {
-    method: "GET",
-    path: "/v1/mservices",
-    summary: "List conductor services and their state",
-    status: 200,
-    body: Body::None,
-    policy: "magnum-service:get_all",
-}];
+pub const ROUTES: &[Route] = &[
+    Route::op(
+        "GET",
+        "/v1/mservices",
+        handler!(|app, req, _p| list(app, req)),
+        "List conductor services and their state",
+        200,
+        Body::None,
+        "magnum-service:get_all",
+    ),
+    // pecan answers any path below it with a 405.
+    Route::quirk(
+        ANY,
+        "/v1/mservices/**",
+        handler!(|_app, _req, _p| async { Err(ApiError::Routing(StatusCode::METHOD_NOT_ALLOWED)) }),
+    ),
+];
 
-pub async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
-    super::only_get(&req)?;
-    req.allow_query(&[])?;
+async fn list(app: &AppState, req: &Req) -> ApiResult<Response> {
     app.policy
-        .authorize("magnum-service:get_all", &ctx_target(&req), &req.ctx)?;
+        .authorize("magnum-service:get_all", &ctx_target(req), &req.ctx)?;
     let now = magnum_db::repo::now();
     let rows = app
         .db

@@ -7,7 +7,7 @@
 //! with the conductor's own precondition texts.
 
 use axum::response::Response;
-use http::{Method, StatusCode};
+use http::StatusCode;
 use magnum_db::repo::cluster::Cluster;
 use magnum_db::repo::nodegroup::{NodeGroup, NodeGroupFilters};
 use magnum_service::nodegroups::NodegroupPatch;
@@ -18,7 +18,7 @@ use super::clusters::{CLUSTER_STATUSES, TEXT};
 use super::lookup::{self, admin_scope, labels_diff};
 use super::{Link, ListParams, Ts, ctx_target, links, no_content, raw_json};
 use crate::AppState;
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::input::{Field, Kind, STR255, field, parse_object, read_only, revalidate};
 use crate::patch::{PatchRules, apply_patch, parse_patch};
 use crate::request::Req;
@@ -181,93 +181,83 @@ fn full<'a>(ng: &'a NodeGroup, cluster: &Cluster, base: &str) -> FullView<'a> {
     }
 }
 
-use crate::openapi::{Body, RouteDoc};
+use crate::openapi::Body;
+use crate::table::{ANY, Route, arg, handler, missing, no_such_path};
 
-pub const ROUTES: &[RouteDoc] = &[
-    RouteDoc {
-        method: "GET",
-        path: "/v1/clusters/{cluster_ident}/nodegroups",
-        summary: "List a cluster's nodegroups (1.9+)",
-        status: 200,
-        body: Body::None,
-        policy: "nodegroup:get_all",
-    },
-    RouteDoc {
-        method: "GET",
-        path: "/v1/clusters/{cluster_ident}/nodegroups/{nodegroup_ident}",
-        summary: "Show a nodegroup (1.9+)",
-        status: 200,
-        body: Body::None,
-        policy: "nodegroup:get",
-    },
-    RouteDoc {
-        method: "POST",
-        path: "/v1/clusters/{cluster_ident}/nodegroups",
-        summary: "Create a nodegroup (1.9+)",
-        status: 202,
-        body: Body::Object("NodeGroup", FIELDS),
-        policy: "nodegroup:create",
-    },
-    RouteDoc {
-        method: "PATCH",
-        path: "/v1/clusters/{cluster_ident}/nodegroups/{nodegroup_ident}",
-        summary: "Update a nodegroup's bounds, node labels or taints (1.9+)",
-        status: 202,
-        body: Body::JsonPatch,
-        policy: "nodegroup:update",
-    },
-    RouteDoc {
-        method: "DELETE",
-        path: "/v1/clusters/{cluster_ident}/nodegroups/{nodegroup_ident}",
-        summary: "Delete a nodegroup (1.9+)",
-        status: 204,
-        body: Body::None,
-        policy: "nodegroup:delete",
-    },
+pub const ROUTES: &[Route] = &[
+    Route::op(
+        "GET",
+        "/v1/clusters/{cluster_ident}/nodegroups",
+        handler!(|app, req, p| list(app, req, arg(p, 0))),
+        "List a cluster's nodegroups (1.9+)",
+        200,
+        Body::None,
+        "nodegroup:get_all",
+    )
+    .query(&["marker", "limit", "sort_key", "sort_dir", "role"])
+    .since(9, "get_one"),
+    Route::op(
+        "GET",
+        "/v1/clusters/{cluster_ident}/nodegroups/{nodegroup_ident}",
+        handler!(|app, req, p| show(app, req, arg(p, 0), arg(p, 1))),
+        "Show a nodegroup (1.9+)",
+        200,
+        Body::None,
+        "nodegroup:get",
+    )
+    .since(9, "get_one"),
+    Route::op(
+        "POST",
+        "/v1/clusters/{cluster_ident}/nodegroups",
+        handler!(|app, req, p| create(app, req, arg(p, 0))),
+        "Create a nodegroup (1.9+)",
+        202,
+        Body::Object("NodeGroup", FIELDS),
+        "nodegroup:create",
+    )
+    .since(9, "post"),
+    Route::op(
+        "PATCH",
+        "/v1/clusters/{cluster_ident}/nodegroups/{nodegroup_ident}",
+        handler!(|app, req, p| update(app, req, arg(p, 0), arg(p, 1))),
+        "Update a nodegroup's bounds, node labels or taints (1.9+)",
+        202,
+        Body::JsonPatch,
+        "nodegroup:update",
+    )
+    .since(9, "patch"),
+    Route::op(
+        "DELETE",
+        "/v1/clusters/{cluster_ident}/nodegroups/{nodegroup_ident}",
+        handler!(|app, req, p| delete(app, req, arg(p, 0), arg(p, 1))),
+        "Delete a nodegroup (1.9+)",
+        204,
+        Body::None,
+        "nodegroup:delete",
+    )
+    .since(9, "delete"),
+    Route::quirk(
+        "PATCH",
+        "/v1/clusters/{cluster_ident}/nodegroups",
+        handler!(|_app, _req, _p| async { Err(missing("nodegroup_id")) }),
+    )
+    .since(9, "patch"),
+    Route::quirk(
+        "DELETE",
+        "/v1/clusters/{cluster_ident}/nodegroups",
+        handler!(|_app, _req, _p| async { Err(missing("nodegroup_id")) }),
+    )
+    .since(9, "delete"),
+    // The nodegroup controller's version check covers any path below it.
+    Route::quirk(
+        ANY,
+        "/v1/clusters/{cluster_ident}/nodegroups/{nodegroup_ident}/**",
+        handler!(|_app, req, _p| no_such_path(req)),
+    )
+    .since(9, "get_one"),
 ];
 
-/// `segs` is `["clusters", <cluster>, "nodegroups", ...]`.
-pub async fn route(app: &AppState, req: Req, cluster: &str) -> ApiResult<Response> {
-    let rest: Vec<String> = req.segs.iter().skip(3).cloned().collect();
-    let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
-    let handler = match (&req.method, rest.as_slice()) {
-        (&Method::GET, [] | [_]) => "get_one",
-        (&Method::POST, []) => "post",
-        (&Method::PATCH, [_]) => "patch",
-        (&Method::DELETE, [_]) => "delete",
-        (&Method::PATCH | &Method::DELETE, []) => {
-            return Err(ApiError::BadRequest(
-                "Missing argument: \"nodegroup_id\"".into(),
-            ));
-        }
-        (_, [] | [_]) => return Err(ApiError::Routing(StatusCode::METHOD_NOT_ALLOWED)),
-        _ => return Err(ApiError::Routing(StatusCode::NOT_FOUND)),
-    };
-    lookup::require_version(&req, 9, handler)?;
-    match (&req.method, rest.as_slice()) {
-        (&Method::GET, []) => list(app, &req, cluster).await,
-        (&Method::GET, [ng]) => {
-            req.allow_query(&[])?;
-            show(app, &req, cluster, ng).await
-        }
-        (&Method::POST, []) => {
-            req.allow_query(&[])?;
-            create(app, &req, cluster).await
-        }
-        (&Method::PATCH, [ng]) => {
-            req.allow_query(&[])?;
-            update(app, &req, cluster, ng).await
-        }
-        _ => {
-            req.allow_query(&[])?;
-            let ng = rest.first().copied().unwrap_or_default();
-            delete(app, &req, cluster, ng).await
-        }
-    }
-}
-
 async fn list(app: &AppState, req: &Req, cluster: &str) -> ApiResult<Response> {
-    req.allow_query(&["marker", "limit", "sort_key", "sort_dir", "role"])?;
     let params = ListParams::parse(req, app.settings.max_limit)?;
     app.policy
         .authorize("nodegroup:get_all", &ctx_target(req), &req.ctx)?;

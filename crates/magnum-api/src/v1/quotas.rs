@@ -42,98 +42,110 @@ pub fn render(q: &Quota) -> Value {
     })
 }
 
-use crate::openapi::{Body, RouteDoc};
+use crate::openapi::Body;
+use crate::table::{Route, arg, handler, missing};
 
-pub const ROUTES: &[RouteDoc] = &[
-    RouteDoc {
-        method: "GET",
-        path: "/v1/quotas",
-        summary: "List quotas",
-        status: 200,
-        body: Body::None,
-        policy: "quota:get_all",
-    },
-    RouteDoc {
-        method: "GET",
-        path: "/v1/quotas/{project_id}/{resource}",
-        summary: "Show a project's quota",
-        status: 200,
-        body: Body::None,
-        policy: "quota:get",
-    },
-    RouteDoc {
-        method: "POST",
-        path: "/v1/quotas",
-        summary: "Create a quota",
-        status: 201,
-        body: Body::Object("Quota", FIELDS),
-        policy: "quota:create",
-    },
-    RouteDoc {
-        method: "PATCH",
-        path: "/v1/quotas/{project_id}/{resource}",
-        summary: "Update a quota (plain object, not JSON-patch)",
-        status: 202,
-        body: Body::Object("Quota", FIELDS),
-        policy: "quota:update",
-    },
-    RouteDoc {
-        method: "DELETE",
-        path: "/v1/quotas/{project_id}/{resource}",
-        summary: "Delete a quota",
-        status: 204,
-        body: Body::None,
-        policy: "quota:delete",
-    },
+pub const ROUTES: &[Route] = &[
+    Route::op(
+        "GET",
+        "/v1/quotas",
+        handler!(|app, req, p| list(app, req)),
+        "List quotas",
+        200,
+        Body::None,
+        "quota:get_all",
+    )
+    .query(&["marker", "limit", "sort_key", "sort_dir", "all_tenants"]),
+    Route::op(
+        "GET",
+        "/v1/quotas/{project_id}/{resource}",
+        handler!(|app, req, p| show(app, req, arg(p, 0), arg(p, 1))),
+        "Show a project's quota",
+        200,
+        Body::None,
+        "quota:get",
+    ),
+    Route::op(
+        "POST",
+        "/v1/quotas",
+        handler!(|app, req, p| create(app, req)),
+        "Create a quota",
+        201,
+        Body::Object("Quota", FIELDS),
+        "quota:create",
+    ),
+    Route::op(
+        "PATCH",
+        "/v1/quotas/{project_id}/{resource}",
+        handler!(|app, req, p| change(app, req, p)),
+        "Update a quota (plain object, not JSON-patch)",
+        202,
+        Body::Object("Quota", FIELDS),
+        "quota:update",
+    ),
+    Route::op(
+        "DELETE",
+        "/v1/quotas/{project_id}/{resource}",
+        handler!(|app, req, p| change(app, req, p)),
+        "Delete a quota",
+        204,
+        Body::None,
+        "quota:delete",
+    ),
+    Route::quirk(
+        "GET",
+        "/v1/quotas/{project_id}",
+        handler!(|_app, _req, _p| async { Err(missing("resource")) }),
+    ),
+    Route::quirk(
+        "PATCH",
+        "/v1/quotas",
+        handler!(|app, req, p| change(app, req, p)),
+    ),
+    Route::quirk(
+        "PATCH",
+        "/v1/quotas/{project_id}",
+        handler!(|app, req, p| change(app, req, p)),
+    ),
+    Route::quirk(
+        "DELETE",
+        "/v1/quotas",
+        handler!(|app, req, p| change(app, req, p)),
+    ),
+    Route::quirk(
+        "DELETE",
+        "/v1/quotas/{project_id}",
+        handler!(|app, req, p| change(app, req, p)),
+    ),
 ];
 
-pub async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
-    let rest: Vec<String> = req.segs.iter().skip(1).cloned().collect();
-    match (&req.method, rest.as_slice()) {
-        (&Method::GET, []) => list(app, &req).await,
-        (&Method::GET, [project, resource]) => {
-            req.allow_query(&[])?;
-            show(app, &req, project, resource).await
-        }
-        (&Method::POST, []) => {
-            req.allow_query(&[])?;
-            create(app, &req).await
-        }
-        (&Method::PATCH | &Method::DELETE, _) if rest.len() <= 2 => {
-            req.allow_query(&[])?;
-            // Path values win; missing ones may come from the body's top-level keys.
-            let from_body = |k: &str| {
-                req.body
-                    .as_ref()
-                    .and_then(|b| b.get(k))
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-            };
-            let project = rest.first().cloned().or_else(|| from_body("project_id"));
-            let resource = rest.get(1).cloned().or_else(|| from_body("resource"));
-            let (Some(project), Some(resource)) = (project, resource) else {
-                let missing = if rest.is_empty() {
-                    "project_id"
-                } else {
-                    "resource"
-                };
-                return Err(ApiError::BadRequest(format!(
-                    "Missing argument: \"{missing}\""
-                )));
-            };
-            if req.method == Method::PATCH {
-                update(app, &req, &project, &resource).await
-            } else {
-                delete(app, &req, &project, &resource).await
-            }
-        }
-        (_, [] | [_] | [_, _]) => Err(ApiError::Routing(StatusCode::METHOD_NOT_ALLOWED)),
-        _ => Err(ApiError::Routing(StatusCode::NOT_FOUND)),
+/// PATCH and DELETE: the path's values win; missing ones may come from the body's top-level
+/// keys, as upstream's controller takes them.
+async fn change(app: &AppState, req: &Req, p: &[String]) -> ApiResult<Response> {
+    let from_body = |k: &str| {
+        req.body
+            .as_ref()
+            .and_then(|b| b.get(k))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let project = p.first().cloned().or_else(|| from_body("project_id"));
+    let resource = p.get(1).cloned().or_else(|| from_body("resource"));
+    let (Some(project), Some(resource)) = (project, resource) else {
+        return Err(missing(if p.is_empty() {
+            "project_id"
+        } else {
+            "resource"
+        }));
+    };
+    if req.method == Method::PATCH {
+        update(app, req, &project, &resource).await
+    } else {
+        delete(app, req, &project, &resource).await
     }
 }
 
 async fn list(app: &AppState, req: &Req) -> ApiResult<Response> {
-    req.allow_query(&["marker", "limit", "sort_key", "sort_dir", "all_tenants"])?;
     let params = ListParams::parse_as(req, app.settings.max_limit, MarkerType::Int)?;
     app.policy
         .authorize("quota:get_all", &ctx_target(req), &req.ctx)?;

@@ -9,22 +9,31 @@ use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::request::Req;
 
-use crate::openapi::{Body, RouteDoc};
+use crate::openapi::Body;
+use crate::table::{ANY, Route, handler};
 
-pub const ROUTES: &[RouteDoc] = &[RouteDoc {
-    method: "GET",
-    path: "/v1/stats",
-    summary: "Cluster and node counts",
-    status: 200,
-    body: Body::None,
-    policy: "stats:get_all",
-}];
+pub const ROUTES: &[Route] = &[
+    Route::op(
+        "GET",
+        "/v1/stats",
+        handler!(|app, req, _p| get(app, req)),
+        "Cluster and node counts",
+        200,
+        Body::None,
+        "stats:get_all",
+    )
+    .query(&["project_id", "type"]),
+    // pecan answers any path below it with a 405.
+    Route::quirk(
+        ANY,
+        "/v1/stats/**",
+        handler!(|_app, _req, _p| async { Err(ApiError::Routing(StatusCode::METHOD_NOT_ALLOWED)) }),
+    ),
+];
 
-pub async fn route(app: &AppState, req: Req) -> ApiResult<Response> {
-    super::only_get(&req)?;
-    req.allow_query(&["project_id", "type"])?;
+async fn get(app: &AppState, req: &Req) -> ApiResult<Response> {
     app.policy
-        .authorize("stats:get_all", &ctx_target(&req), &req.ctx)?;
+        .authorize("stats:get_all", &ctx_target(req), &req.ctx)?;
     if let Some(t) = req.query("type")
         && !t.eq_ignore_ascii_case("cluster")
     {

@@ -190,8 +190,13 @@ impl Server {
             .request(method.parse().unwrap(), format!("{}{path}", self.base))
             .header("X-Project-Id", who.project)
             .header("X-User-Id", who.user)
-            .header("X-Roles", who.roles)
-            .header("Accept", "application/json");
+            .header("X-Roles", who.roles);
+        if !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("accept"))
+        {
+            rb = rb.header("Accept", "application/json");
+        }
         for (k, v) in headers {
             rb = rb.header(*k, *v);
         }

@@ -614,3 +614,129 @@ async fn patching_a_template_with_null_flags_needs_no_publish_right() {
         "Not authorized to set public or hidden flag for cluster template.",
     );
 }
+
+/// The routing answers upstream's pecan gives, which the route tables reproduce: 405 for a
+/// path served with other methods, 404 for none, a 400 naming the id a collection PATCH or
+/// DELETE lacks, 406 below an operation's microversion (after the 405 and the missing id).
+#[tokio::test]
+async fn routing_answers_as_upstream_for_every_resource() {
+    let s = start().await;
+    let uuid = "6b4c3d1e-8f7a-4b2c-9d0e-1f2a3b4c5d6e";
+    let missing = |arg: &str| format!("Missing argument: \"{arg}\"");
+    let not_found = "The %(name)s resource %(id)s could not be found.";
+    let marker = "Invalid input for field/attribute marker. Value: 'x'. unable to convert to uuid. Error: Expected a uuid but received x.";
+    let uuid_detail = format!("/v1/clusters/{uuid}/detail");
+    let (m_cluster, m_template, m_federation, m_project, m_resource, m_ng) = (
+        missing("cluster_ident"),
+        missing("cluster_template_ident"),
+        missing("federation_ident"),
+        missing("project_id"),
+        missing("resource"),
+        missing("nodegroup_id"),
+    );
+    let cases: &[(&str, &str, &str, u16, &str)] = &[
+        ("PUT", "/v1/clusters", "latest", 405, ""),
+        ("PUT", "/v1/clusters/x", "latest", 405, ""),
+        ("GET", "/v1/clusters/x/actions/resize", "latest", 405, ""),
+        ("GET", "/v1/clusters/x/actions/resize", "1.6", 406, ""),
+        ("GET", "/v1/clusters/x/actions/nope", "latest", 405, ""),
+        ("POST", "/v1/clusters/x/actions/resize", "1.6", 406, ""),
+        ("GET", "/v1/clusters/x/detail", "latest", 400, marker),
+        ("GET", &uuid_detail, "latest", 404, not_found),
+        ("POST", "/v1/clusters/x/detail", "latest", 404, ""),
+        ("PUT", "/v1/clusters/x/detail", "latest", 405, ""),
+        ("GET", "/v1/clusters/x/y/z", "latest", 404, ""),
+        ("PATCH", "/v1/clusters", "latest", 400, &m_cluster),
+        ("DELETE", "/v1/clusters", "latest", 400, &m_cluster),
+        (
+            "GET",
+            "/v1/clustertemplates/x/detail",
+            "latest",
+            400,
+            marker,
+        ),
+        ("DELETE", "/v1/clustertemplates/x/detail", "latest", 404, ""),
+        ("DELETE", "/v1/clustertemplates", "latest", 400, &m_template),
+        ("PUT", "/v1/clustertemplates/x", "latest", 405, ""),
+        ("PATCH", "/v1/federations", "latest", 400, &m_federation),
+        ("PATCH", "/v1/certificates", "latest", 400, &m_cluster),
+        ("DELETE", "/v1/certificates/x", "latest", 405, ""),
+        ("GET", "/v1/credentials", "latest", 405, ""),
+        ("GET", "/v1/credentials", "1.11", 406, ""),
+        ("PATCH", "/v1/credentials", "1.11", 406, ""),
+        ("PATCH", "/v1/credentials", "latest", 400, &m_cluster),
+        ("GET", "/v1/quotas/demo", "latest", 400, &m_resource),
+        ("PUT", "/v1/quotas/demo", "latest", 405, ""),
+        ("DELETE", "/v1/quotas", "latest", 400, &m_project),
+        ("DELETE", "/v1/quotas/demo", "latest", 400, &m_resource),
+        ("POST", "/v1/stats", "latest", 405, ""),
+        ("GET", "/v1/stats/x", "latest", 405, ""),
+        ("POST", "/v1/mservices", "latest", 405, ""),
+        ("GET", "/v1/nope", "latest", 404, ""),
+        ("DELETE", "/v1/nope", "latest", 405, ""),
+        ("GET", "/v1/clusters/x/nodegroups", "1.8", 406, ""),
+        ("PUT", "/v1/clusters/x/nodegroups", "1.8", 406, ""),
+        ("PATCH", "/v1/clusters/x/nodegroups", "1.8", 406, ""),
+        ("PATCH", "/v1/clusters/x/nodegroups", "latest", 400, &m_ng),
+        ("GET", "/v1/clusters/x/nodegroups/y/z", "latest", 404, ""),
+        ("POST", "/v1/clusters/x/nodegroups/y/z", "1.8", 406, ""),
+        (
+            "GET",
+            "/v1/clusters?bogus=1",
+            "latest",
+            400,
+            "Unknown argument: \"bogus\"",
+        ),
+        (
+            "GET",
+            "/v1/stats?project_id=demo&x=1",
+            "latest",
+            400,
+            "Unknown argument: \"x\"",
+        ),
+    ];
+    for (method, path, version, status, detail) in cases {
+        let v = format!("container-infra {version}");
+        let headers = [
+            ("OpenStack-API-Version", v.as_str()),
+            ("Accept", "application/json"),
+        ];
+        let r = s.call(ADMIN, method, path, &headers, None).await;
+        assert_eq!(
+            r.status, *status,
+            "{method} {path} at {version}: {}",
+            r.body
+        );
+        if !detail.is_empty() {
+            assert_eq!(
+                r.body["errors"][0]["detail"],
+                json!(detail),
+                "{method} {path}"
+            );
+        }
+    }
+    // webob renders a routing answer in the media type `Accept` prefers: only JSON carries its
+    // reason phrase and detail through upstream's error middleware.
+    let refusal = "Version 1.8 was requested but the requested API get_one is not supported for this version.";
+    for (accept, title, detail) in [
+        ("application/json", "Not Acceptable", refusal),
+        ("*/*", "", ""),
+        ("application/json, text/html", "", ""),
+        (
+            "text/html;q=0.5, application/json",
+            "Not Acceptable",
+            refusal,
+        ),
+    ] {
+        let headers = [
+            ("OpenStack-API-Version", "container-infra 1.8"),
+            ("Accept", accept),
+        ];
+        let r = s
+            .call(ADMIN, "GET", "/v1/clusters/x/nodegroups", &headers, None)
+            .await;
+        assert_eq!(r.status, 406, "{accept}");
+        assert_eq!(r.body["errors"][0]["title"], json!(title), "{accept}");
+        assert_eq!(r.body["errors"][0]["detail"], json!(detail), "{accept}");
+    }
+}
