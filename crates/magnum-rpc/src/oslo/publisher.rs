@@ -85,6 +85,9 @@ enum Attempt {
     Failed(RpcError),
 }
 
+/// How long after a nack the publish is tried again.
+const NACK_PAUSE: Duration = Duration::from_millis(1000);
+
 fn nacked() -> RpcError {
     RpcError::Unavailable("the message broker refused the message".into())
 }
@@ -306,6 +309,7 @@ impl Publisher {
                     routing_key = msg.routing_key,
                     "the message broker refused a message; publishing it again on a new connection"
                 );
+                let nacked_at = tokio::time::Instant::now();
                 self.broker.reconnect(generation).await;
                 if self
                     .broker
@@ -315,6 +319,9 @@ impl Publisher {
                 {
                     return Err(nacked());
                 }
+                // A nack after a node died comes while the queue elects a new leader (under
+                // a second in the harness); the next host's connection is up well before.
+                tokio::time::sleep_until(nacked_at + NACK_PAUSE).await;
                 match self.publish_once(decls, &msg, confirm_timeout).await {
                     Attempt::Done(p) => Ok(p),
                     Attempt::Failed(e) => Err(e),
