@@ -133,10 +133,13 @@ where
 
 /// Sets up logging for `binary` (`magnum-api`, `magnum-conductor`, `magnumd`).
 pub fn init(cfg: &Config, binary: &str) -> Result<Logging, Failure> {
+    // lapin warns of every message the broker returns; each one we publish mandatory is
+    // handled where it was sent (a reply to a caller gone, a membership probe of a host
+    // that runs none of our conductors).
     let default = if cfg.default.debug {
-        "debug,sqlx=warn"
+        "debug,sqlx=warn,lapin::returned_messages=error"
     } else {
-        "info,sqlx=warn"
+        "info,sqlx=warn,lapin::returned_messages=error"
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let path = log_path(cfg, binary);
