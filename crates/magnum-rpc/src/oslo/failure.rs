@@ -97,6 +97,13 @@ fn double_percent(s: &str) -> String {
     s.replace('%', "%%")
 }
 
+/// The traceback a failure carries: only the line Python starts one with. Upstream's API cuts
+/// an error's text at that line (its hook against leaking tracebacks); without it, the newline
+/// oslo.messaging puts between message and traceback would stay in the answer.
+fn traceback() -> Vec<String> {
+    vec!["Traceback (most recent call last):\n".into()]
+}
+
 impl Failure {
     /// A Magnum exception from our error: upstream's class (or the closest of its kind),
     /// `args` = the final message, `kwargs` = format parameters plus `code`.
@@ -111,7 +118,7 @@ impl Failure {
             class,
             module: MAGNUM_EXCEPTION_MODULE.into(),
             message: e.message.clone(),
-            tb: Vec::new(),
+            tb: traceback(),
             args: vec![Value::String(double_percent(&e.message))],
             kwargs,
         }
@@ -133,7 +140,7 @@ impl Failure {
             class: class.into(),
             module: "builtins".into(),
             message: message.into(),
-            tb: Vec::new(),
+            tb: traceback(),
             args: vec![Value::String(message.into())],
             kwargs: Map::new(),
         }
@@ -146,7 +153,7 @@ impl Failure {
             class: "NoSuchMethod".into(),
             module: DISPATCHER_MODULE.into(),
             message: message.clone(),
-            tb: Vec::new(),
+            tb: traceback(),
             args: vec![Value::String(message)],
             kwargs: Map::new(),
         }
@@ -162,7 +169,7 @@ impl Failure {
             class: "UnsupportedVersion".into(),
             module: DISPATCHER_MODULE.into(),
             message: message.clone(),
-            tb: Vec::new(),
+            tb: traceback(),
             args: vec![Value::String(message)],
             kwargs: Map::new(),
         }
@@ -258,7 +265,7 @@ mod tests {
                 "class": "ClusterNotFound",
                 "module": "magnum.common.exception",
                 "message": "Cluster 7c9e could not be found.",
-                "tb": [],
+                "tb": ["Traceback (most recent call last):\n"],
                 "args": ["Cluster 7c9e could not be found."],
                 "kwargs": {"cluster": "7c9e", "code": 404}
             })

@@ -260,8 +260,10 @@ fn strings(v: &Value) -> Outcome<Vec<String>> {
     }
 }
 
-fn unsupported_filter(class: &str, key: &str) -> Failure {
-    Failure::Call(format!("{class} list filter '{key}' is not supported"))
+/// Upstream's list queries keep only the filter keys they know and drop the rest (its API
+/// sends `project_id` with a nodegroup list, for one), so an unknown key filters nothing.
+fn ignored_filter(class: &str, key: &str) {
+    tracing::debug!("{class} list filter '{key}' ignored, as upstream ignores it");
 }
 
 fn str_filter(v: &Value) -> Outcome<String> {
@@ -293,7 +295,13 @@ fn cluster_filters(m: &Map<String, Value>) -> Outcome<ClusterFilters> {
             "status" => f.status = Some(strings(v)?),
             "node_count" => f.node_count = Some(int_filter(v)?),
             "master_count" => f.master_count = Some(int_filter(v)?),
-            other => return Err(unsupported_filter("Cluster", other)),
+            // Upstream lists it but clusters lost the column: its query fails.
+            "node_addresses" => {
+                return Err(Failure::Call(
+                    "Cluster list filter 'node_addresses' names no column".into(),
+                ));
+            }
+            other => ignored_filter("Cluster", other),
         }
     }
     Ok(f)
@@ -319,7 +327,7 @@ fn nodegroup_filters(m: &Map<String, Value>) -> Outcome<NodeGroupFilters> {
                 )
             }
             "status" => f.status = Some(strings(v)?),
-            other => return Err(unsupported_filter("NodeGroup", other)),
+            other => ignored_filter("NodeGroup", other),
         }
     }
     Ok(f)
@@ -341,7 +349,7 @@ fn federation_filters(m: &Map<String, Value>) -> Outcome<FederationFilters> {
                 )
             }
             "status" => f.status = Some(strings(v)?),
-            other => return Err(unsupported_filter("Federation", other)),
+            other => ignored_filter("Federation", other),
         }
     }
     Ok(f)
@@ -545,7 +553,7 @@ async fn class_action(
                 match k.as_str() {
                     "project_id" => f.project_id = Some(str_filter(&v)?),
                     "user_id" => f.user_id = Some(str_filter(&v)?),
-                    other => return Err(unsupported_filter("X509KeyPair", other)),
+                    other => ignored_filter("X509KeyPair", other),
                 }
             }
             let list = db
@@ -603,7 +611,7 @@ async fn class_action(
                 match k.as_str() {
                     "project_id" => f.project_id = Some(str_filter(&v)?),
                     "resource" => f.resource = Some(str_filter(&v)?),
-                    other => return Err(unsupported_filter("Quota", other)),
+                    other => ignored_filter("Quota", other),
                 }
             }
             let list = db.quotas().list(&f, &p.page(&QUOTA)?).await?;

@@ -128,6 +128,16 @@ async fn class_actions_answer_from_the_repositories() {
             ),
             json!([rows::nodegroup(&s.master).unwrap().to_primitive()]),
         ),
+        // Upstream's API sends project_id with a nodegroup list; its query drops the key.
+        (
+            class_call(
+                "NodeGroup",
+                "list",
+                json!([CLUSTER_UUID]),
+                json!({"filters": {"role": "master", "project_id": "someone-else"}}),
+            ),
+            json!([rows::nodegroup(&s.master).unwrap().to_primitive()]),
+        ),
         (
             class_call(
                 "NodeGroup",
