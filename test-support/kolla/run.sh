@@ -347,13 +347,8 @@ else
     tail -n 20 "$W/helm-dbmanage.log"
     bad "helm: magnum-db-manage upgrade"
 fi
-# Known gap: the chart's file has no [keystone_auth], and magnumd's Barbican store needs it;
-# magnumd says so and stops. Then the operator's override that adds it.
-(in_ns "$W/helm_plain-root" timeout 20 "$W/bin/magnum-conductor" --config-file "$helm_conf" \
-    --config-file "$W/helm/pod-shared.conf") >"$W/helm-plain.log" 2>&1
-check "helm (chart's file as is): magnum-conductor stops, naming [keystone_auth] (known gap)" \
-    grep -q 'cert_manager_type = barbican needs .*\[keystone_auth\]' "$W/helm-plain.log"
-helm_render --keystone-auth >"$W/helm/magnum.conf"
+# The chart's file has no [keystone_auth]: magnumd takes Magnum's service user from
+# [keystone_authtoken] (Barbican needs one) and says so in one line.
 start helm_conductor "$W/helm-conductor.log" "$W/bin/magnum-conductor" --config-file "$helm_conf" \
     --config-file "$W/helm/pod-shared.conf"
 start helm_api "$W/helm-api.log" "$W/bin/magnum-api" --config-file "$helm_conf"
@@ -361,6 +356,8 @@ check "helm magnum-api: GET /healthcheck answers 200" until_healthy "healthcheck
 check "helm magnum-conductor: connected to the broker" until_healthy "healthcheck_port magnum-conductor $amqp_port"
 check "helm magnum-api still running" alive "$pid_helm_api"
 check "helm magnum-conductor still running" alive "$pid_helm_conductor"
+check "helm: the service user comes from [keystone_authtoken], said once" \
+    test "$(grep -c "using \[keystone_authtoken\]'s service user" "$W/helm-conductor.log")" = 1
 sleep 2
 conf_report "helm magnum-api" "$helm_conf" "$W/helm-api.log"
 conf_report "helm magnum-conductor" "$helm_conf" "$W/helm-conductor.log"

@@ -67,6 +67,38 @@ pub fn embedded_defaults(
     Ok(())
 }
 
+/// The password credentials of `[keystone_authtoken]` (keystonemiddleware's service user) and
+/// its `auth_url`, when they are complete.
+fn authtoken_credentials(cfg: &Config) -> Option<(magnum_openstack::ServiceCredentials, String)> {
+    use magnum_openstack::{NamedRef, Scope, ServiceCredentials};
+    let t = &cfg.keystone_authtoken;
+    let some = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
+    if t.auth_type
+        .as_deref()
+        .is_some_and(|a| a.trim() != "password")
+    {
+        return None;
+    }
+    let auth_url = some(&t.auth_url)?;
+    let password = t.password.as_ref()?.expose().to_owned();
+    let credentials = ServiceCredentials::Password {
+        user: NamedRef {
+            id: None,
+            name: Some(some(&t.username)?),
+            domain_id: None,
+            domain_name: Some(some(&t.user_domain_name).unwrap_or_else(|| "Default".into())),
+        },
+        password,
+        scope: Scope::Project(NamedRef {
+            id: None,
+            name: Some(some(&t.project_name)?),
+            domain_id: None,
+            domain_name: Some(some(&t.project_domain_name).unwrap_or_else(|| "Default".into())),
+        }),
+    };
+    Some((credentials, auth_url))
+}
+
 /// How Magnum reaches OpenStack services: `[keystone_auth]` (service credentials, session
 /// options) and each `[<service>_client]` (region, interface). Files are read once, here.
 pub fn openstack_settings(cfg: &Config) -> Result<magnum_openstack::OpenStackSettings, Failure> {
@@ -135,6 +167,21 @@ pub fn openstack_settings(cfg: &Config) -> Result<magnum_openstack::OpenStackSet
                 "[keystone_auth] auth_type \"{other}\" is not supported: use password or v3applicationcredential"
             )));
         }
+    };
+    // Deployments that write no [keystone_auth] (openstack-helm's chart) give Magnum's service
+    // user only to keystonemiddleware: take it from there rather than refuse to start.
+    let (credentials, auth_url) = match credentials {
+        Some(c) => (Some(c), auth_url),
+        None => match authtoken_credentials(cfg) {
+            Some((c, url)) => {
+                tracing::warn!(
+                    "[keystone_auth] has no service credentials: using [keystone_authtoken]'s \
+                     service user for Magnum's own calls to OpenStack services"
+                );
+                (Some(c), auth_url.or(Some(url)))
+            }
+            None => (None, auth_url),
+        },
     };
     let ca_pem = match k.cafile.as_deref().filter(|f| !f.is_empty()) {
         None => None,

@@ -395,6 +395,18 @@ section! {
         rabbit_ha_queues: bool = false;
         /// Declare quorum queues instead of classic ones.
         rabbit_quorum_queue: bool = false;
+        /// Declare the transient queues (replies, fanout) as quorum queues too.
+        rabbit_transient_quorum_queue: bool = false;
+        /// `x-delivery-limit` of quorum queues; 0 sets none.
+        rabbit_quorum_delivery_limit: u32 = 0;
+        /// `x-max-in-memory-length` of quorum queues; 0 sets none.
+        rabbit_quorum_max_memory_length: u32 = 0;
+        /// `x-max-in-memory-bytes` of quorum queues; 0 sets none.
+        rabbit_quorum_max_memory_bytes: u64 = 0;
+        /// Seconds an unused reply or fanout queue lives (`x-expires`); 0 keeps it.
+        rabbit_transient_queues_ttl: u32 = 1800;
+        /// Messages a consumer may hold unacknowledged; 0 is no limit.
+        rabbit_qos_prefetch_count: u32 = 0;
         /// Seconds without a heartbeat after which the connection is considered dead; 0
         /// disables heartbeats.
         heartbeat_timeout_threshold: u32 = 60;
@@ -419,10 +431,8 @@ section! {
         "rpc_conn_pool_size", "conn_pool_min_size", "conn_pool_ttl", "ssl_version",
         "ssl_enforce_hostname_verification", "ssl_enforce_fips_mode", "kombu_reconnect_delay",
         "kombu_reconnect_splay", "kombu_compression", "kombu_missing_consumer_retry_timeout",
-        "kombu_failover_strategy", "rabbit_login_method", "rabbit_transient_quorum_queue",
-        "rabbit_quorum_delivery_limit", "rabbit_quorum_max_memory_length",
-        "rabbit_quorum_max_memory_bytes", "rabbit_transient_queues_ttl",
-        "rabbit_qos_prefetch_count", "heartbeat_rate", "heartbeat_in_pthread",
+        "kombu_failover_strategy", "rabbit_login_method", "heartbeat_rate",
+        "heartbeat_in_pthread",
         "enable_cancel_on_failover", "use_queue_manager", "hostname", "processname",
         "rabbit_stream_fanout", "rabbit_host", "rabbit_hosts", "rabbit_port", "rabbit_userid",
         "rabbit_password", "rabbit_virtual_host", "rabbit_use_ssl", "kombu_ssl_version",

@@ -34,9 +34,7 @@ pub struct Flags {
     pub auto_delete: bool,
 }
 
-/// `[oslo_messaging_rabbit]` as the transport uses it. Options magnum.conf accepts without a
-/// type (e.g. `rabbit_transient_queues_ttl`) keep oslo's defaults unless the URL query sets
-/// them.
+/// `[oslo_messaging_rabbit]` as the transport uses it: from magnum.conf, then the URL query.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RabbitOptions {
     pub amqp_durable_queues: bool,
@@ -147,6 +145,13 @@ impl RabbitOptions {
             amqp_auto_delete: r.amqp_auto_delete,
             rabbit_ha_queues: r.rabbit_ha_queues,
             rabbit_quorum_queue: r.rabbit_quorum_queue,
+            rabbit_transient_quorum_queue: r.rabbit_transient_quorum_queue,
+            rabbit_quorum_delivery_limit: r.rabbit_quorum_delivery_limit,
+            rabbit_quorum_max_memory_length: r.rabbit_quorum_max_memory_length,
+            rabbit_quorum_max_memory_bytes: r.rabbit_quorum_max_memory_bytes,
+            rabbit_transient_queues_ttl: r.rabbit_transient_queues_ttl,
+            rabbit_qos_prefetch_count: u16::try_from(r.rabbit_qos_prefetch_count)
+                .unwrap_or(u16::MAX),
             heartbeat_timeout_threshold: u16::try_from(r.heartbeat_timeout_threshold)
                 .unwrap_or(u16::MAX),
             ssl: r.ssl,
