@@ -386,12 +386,19 @@ impl Publisher {
     /// commit reaches the broker publishes none of them; a commit whose answer is lost leaves
     /// the outcome open, which the caller settles with what it recorded in the same
     /// transaction (see [`peek`](Self::peek)).
+    ///
+    /// A [`Mode::Confirms`] publisher publishes all but the last, waits until the broker
+    /// confirmed each, then publishes the last and waits for its confirm: once the last (the
+    /// record) is in, so is every other; when it is not, some of the others may be.
     pub(crate) async fn commit_all(
         &self,
         decls: &[Declaration],
         msgs: &[Outgoing<'_>],
         timeout: Duration,
     ) -> Result<(), RpcError> {
+        if self.confirms() {
+            return self.confirm_all(decls, msgs, timeout).await;
+        }
         let ch = self.channel(decls).await?;
         let work = async {
             for m in msgs {
@@ -422,6 +429,62 @@ impl Publisher {
                 self.discard(&ch).await;
                 Err(RpcError::Unavailable(format!(
                     "the message broker did not commit within {timeout:?}"
+                )))
+            }
+        }
+    }
+
+    async fn confirm_all(
+        &self,
+        decls: &[Declaration],
+        msgs: &[Outgoing<'_>],
+        timeout: Duration,
+    ) -> Result<(), RpcError> {
+        let ch = self.channel(decls).await?;
+        let work = async {
+            let (last, rest) = match msgs.split_last() {
+                Some((last, rest)) => (Some(last), rest),
+                None => (None, msgs),
+            };
+            for group in [rest, last.map(std::slice::from_ref).unwrap_or_default()] {
+                let mut pending = Vec::with_capacity(group.len());
+                for m in group {
+                    let confirm = ch
+                        .basic_publish(
+                            m.exchange.into(),
+                            m.routing_key.into(),
+                            BasicPublishOptions {
+                                mandatory: m.mandatory,
+                                immediate: false,
+                            },
+                            m.body,
+                            m.props.clone(),
+                        )
+                        .await?;
+                    pending.push(confirm);
+                }
+                for confirm in pending {
+                    if let Confirmation::Nack(_) = confirm.await? {
+                        return Ok(false);
+                    }
+                }
+            }
+            Ok::<_, lapin::Error>(true)
+        };
+        match tokio::time::timeout(timeout, work).await {
+            Ok(Ok(true)) => Ok(()),
+            Ok(Ok(false)) => {
+                self.discard(&ch).await;
+                Err(nacked())
+            }
+            Ok(Err(e)) => {
+                self.discard(&ch).await;
+                Err(unavailable("publishing", e))
+            }
+            Err(_) => {
+                self.discard(&ch).await;
+                Err(RpcError::Unavailable(format!(
+                    "the message broker did not confirm within {timeout:?}"
                 )))
             }
         }
