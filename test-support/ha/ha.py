@@ -483,7 +483,7 @@ def main():
         "inserts whose read-back found nothing": "Failed to find inserted item",
         "deadlocks or certification failures reported": "Deadlock found",
         "non-primary Galera node (1047)": "WSREP has not yet prepared|Unknown command",
-        "notification sends held (a classic queue's node down)": "notifications held until the broker",
+        "notification sends held (the broker did not take them)": "notifications held until the broker",
     }
     text = ""
     for f in sorted(os.listdir(os.path.join(W, "logs"))):
