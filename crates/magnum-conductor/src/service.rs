@@ -8,10 +8,7 @@ use async_trait::async_trait;
 use magnum_conf::config::Config;
 use magnum_core::{RequestContext, Result};
 use magnum_db::Database;
-use magnum_rpc::{
-    ClusterCreate, ClusterRef, ClusterResize, ClusterUpdate, ClusterUpgrade, ConductorApi,
-    GetCaCertificate, NodegroupRef, NodegroupUpdate, SignCertificate,
-};
+use magnum_rpc::{ConductorApi, Reply, Request};
 use tokio::sync::mpsc;
 
 use crate::handlers;
@@ -325,129 +322,96 @@ where
     }
 }
 
-/// The RPC surface: each method is one handler on the shared state.
+/// The RPC surface: each request is one handler on the shared state. Casts are retried when
+/// they lose a race with another conductor's write ([`cast`]); calls answer as they end.
 #[async_trait]
 impl ConductorApi for Conductor {
-    async fn cluster_create(&self, ctx: &RequestContext, req: ClusterCreate) -> Result<()> {
-        cast(
-            &self.inner,
-            "cluster_create",
-            ctx,
-            req.cluster_uuid.clone(),
-            || handlers::cluster::create(&self.inner, ctx, &req.cluster_uuid),
-        )
-        .await
-    }
-    async fn cluster_update(&self, ctx: &RequestContext, req: ClusterUpdate) -> Result<()> {
-        cast(
-            &self.inner,
-            "cluster_update",
-            ctx,
-            req.cluster_uuid.clone(),
-            || handlers::cluster::update(&self.inner, ctx, req.clone()),
-        )
-        .await
-    }
-    async fn cluster_delete(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
-        cast(
-            &self.inner,
-            "cluster_delete",
-            ctx,
-            req.cluster_uuid.clone(),
-            || handlers::cluster::delete(&self.inner, ctx, &req.cluster_uuid),
-        )
-        .await
-    }
-    async fn cluster_resize(&self, ctx: &RequestContext, req: ClusterResize) -> Result<()> {
-        cast(
-            &self.inner,
-            "cluster_resize",
-            ctx,
-            req.cluster_uuid.clone(),
-            || handlers::cluster::resize(&self.inner, ctx, req.clone()),
-        )
-        .await
-    }
-    async fn cluster_upgrade(&self, ctx: &RequestContext, req: ClusterUpgrade) -> Result<()> {
-        handled(
-            "cluster_upgrade",
-            ctx,
-            req.cluster_uuid.clone(),
-            handlers::cluster::upgrade(&self.inner, ctx, req),
-        )
-        .await
-    }
-    async fn nodegroup_create(&self, ctx: &RequestContext, req: NodegroupRef) -> Result<()> {
-        cast(
-            &self.inner,
-            "nodegroup_create",
-            ctx,
-            req.cluster_uuid.clone(),
-            || handlers::nodegroup::create(&self.inner, ctx, req.clone()),
-        )
-        .await
-    }
-    async fn nodegroup_update(&self, ctx: &RequestContext, req: NodegroupUpdate) -> Result<()> {
-        cast(
-            &self.inner,
-            "nodegroup_update",
-            ctx,
-            req.cluster_uuid.clone(),
-            || handlers::nodegroup::update(&self.inner, ctx, req.clone()),
-        )
-        .await
-    }
-    async fn nodegroup_delete(&self, ctx: &RequestContext, req: NodegroupRef) -> Result<()> {
-        cast(
-            &self.inner,
-            "nodegroup_delete",
-            ctx,
-            req.cluster_uuid.clone(),
-            || handlers::nodegroup::delete(&self.inner, ctx, req.clone()),
-        )
-        .await
-    }
-    async fn credential_rotate(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
-        handled(
-            "credential_rotate",
-            ctx,
-            req.cluster_uuid.clone(),
-            handlers::ca::rotate_credential(&self.inner, ctx, &req.cluster_uuid),
-        )
-        .await
-    }
-    async fn sign_certificate(&self, ctx: &RequestContext, req: SignCertificate) -> Result<String> {
-        handled(
-            "sign_certificate",
-            ctx,
-            req.cluster_uuid.clone(),
-            handlers::ca::sign(&self.inner, ctx, req),
-        )
-        .await
-    }
-    async fn get_ca_certificate(
-        &self,
-        ctx: &RequestContext,
-        req: GetCaCertificate,
-    ) -> Result<String> {
-        handled(
-            "get_ca_certificate",
-            ctx,
-            req.cluster_uuid.clone(),
-            handlers::ca::get_ca(&self.inner, ctx, req),
-        )
-        .await
-    }
-    async fn rotate_ca_certificate(&self, ctx: &RequestContext, req: ClusterRef) -> Result<()> {
-        handled(
-            "rotate_ca_certificate",
-            ctx,
-            req.cluster_uuid.clone(),
-            handlers::ca::rotate_ca(&self.inner, ctx, &req.cluster_uuid),
-        )
-        .await
-    }
-    async fn ping_conductor(&self, _ctx: &RequestContext) -> Result<bool> {
-        Ok(true)
+    async fn handle(&self, ctx: &RequestContext, req: Request) -> Result<Reply> {
+        let inner = &self.inner;
+        let method = req.method();
+        let Some(cluster) = req.cluster().cloned() else {
+            // The ping: a conductor is here to answer it.
+            return Ok(Reply::Alive(true));
+        };
+        let done = |r: Result<()>| r.map(|()| Reply::Done);
+        let pem = |r: Result<String>| r.map(Reply::Pem);
+        match req {
+            Request::ClusterCreate(r) => done(
+                cast(inner, method, ctx, cluster, || {
+                    handlers::cluster::create(inner, ctx, &r.cluster_uuid)
+                })
+                .await,
+            ),
+            Request::ClusterUpdate(r) => done(
+                cast(inner, method, ctx, cluster, || {
+                    handlers::cluster::update(inner, ctx, r.clone())
+                })
+                .await,
+            ),
+            Request::ClusterDelete(r) => done(
+                cast(inner, method, ctx, cluster, || {
+                    handlers::cluster::delete(inner, ctx, &r.cluster_uuid)
+                })
+                .await,
+            ),
+            Request::ClusterResize(r) => done(
+                cast(inner, method, ctx, cluster, || {
+                    handlers::cluster::resize(inner, ctx, r.clone())
+                })
+                .await,
+            ),
+            Request::NodegroupCreate(r) => done(
+                cast(inner, method, ctx, cluster, || {
+                    handlers::nodegroup::create(inner, ctx, r.clone())
+                })
+                .await,
+            ),
+            Request::NodegroupUpdate(r) => done(
+                cast(inner, method, ctx, cluster, || {
+                    handlers::nodegroup::update(inner, ctx, r.clone())
+                })
+                .await,
+            ),
+            Request::NodegroupDelete(r) => done(
+                cast(inner, method, ctx, cluster, || {
+                    handlers::nodegroup::delete(inner, ctx, r.clone())
+                })
+                .await,
+            ),
+            Request::ClusterUpgrade(r) => done(
+                handled(
+                    method,
+                    ctx,
+                    cluster,
+                    handlers::cluster::upgrade(inner, ctx, r),
+                )
+                .await,
+            ),
+            Request::CredentialRotate(r) => done(
+                handled(
+                    method,
+                    ctx,
+                    cluster,
+                    handlers::ca::rotate_credential(inner, ctx, &r.cluster_uuid),
+                )
+                .await,
+            ),
+            Request::RotateCaCertificate(r) => done(
+                handled(
+                    method,
+                    ctx,
+                    cluster,
+                    handlers::ca::rotate_ca(inner, ctx, &r.cluster_uuid),
+                )
+                .await,
+            ),
+            Request::SignCertificate(r) => {
+                pem(handled(method, ctx, cluster, handlers::ca::sign(inner, ctx, r)).await)
+            }
+            Request::GetCaCertificate(r) => {
+                pem(handled(method, ctx, cluster, handlers::ca::get_ca(inner, ctx, r)).await)
+            }
+            Request::PingConductor => Ok(Reply::Alive(true)),
+        }
     }
 }
