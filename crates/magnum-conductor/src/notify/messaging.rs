@@ -4,22 +4,22 @@
 //!
 //! Unlike upstream (which dropped a notification the broker did not take), every event goes
 //! through an outbox: written to a file of its own under `$state_path/notifications/<host>`
-//! before the operation goes on, then published in order by one sender task, in AMQP
-//! transactions of up to [`BATCH`] events, and deleted once the broker committed it; the head
-//! of the queue is retried while the broker is away. A restarted conductor sends what its
-//! previous run left. Each conductor has its own folder, so no two send the same event.
+//! before the operation goes on, then published in order by one sender task, in batches of up
+//! to [`BATCH`] events, and deleted once the broker took the batch; the head of the queue is
+//! retried while the broker is away. A restarted conductor sends what its previous run left.
+//! Each conductor has its own folder, so no two send the same event.
 //!
-//! Exactly once, across a crash too: each transaction also records the `_unique_id` of its
-//! last event in the host's ledger queue on the broker (`magnum-rs.notifications-sent.<host>`,
-//! keeping only the newest record). A transaction takes effect whole or not at all, so when
-//! the sender cannot know whether its last commit happened (it was killed before removing
-//! the files, or the commit's answer was lost) it reads the ledger and drops, instead of
-//! resending, every event up to the recorded one. oslo's notification listeners keep no
-//! history of ids (`use_cache = False`), so a resend would reach them twice. The remaining
-//! gap is the broker's own: RabbitMQ does not promise a commit spanning several queues is
-//! atomic if the broker itself fails during it. Without a `state_path` folder the queue lives
-//! in memory only (still ordered and retried, not kept across a restart), and a warning says
-//! so.
+//! Each batch also records the `_unique_id` of its last event in the host's ledger queue on
+//! the broker (keeping only the newest record), so a sender that cannot know whether its last
+//! batch went through (killed before removing the files, or the broker's answer lost) reads
+//! the ledger and drops, instead of resending, every event up to the recorded one; oslo's
+//! listeners keep no history of ids (`use_cache = False`). With classic queues a batch is an
+//! AMQP transaction, so it takes effect whole: exactly once. With quorum queues it is sent
+//! with publisher confirms, the ledger record last (the harness saw RabbitMQ 3.10 commit
+//! transactions whose messages never reached a quorum queue while one of its nodes was
+//! down): none is lost, and a batch that fails half-way is sent again whole, so an event may
+//! arrive twice. Without a `state_path` folder the queue lives in memory only (still ordered
+//! and retried, not kept across a restart), and a warning says so.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
