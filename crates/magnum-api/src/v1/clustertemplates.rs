@@ -8,7 +8,7 @@ use magnum_db::repo::cluster_template::{ClusterTemplate, TemplateRow, TemplateSi
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::clusters::out;
+use super::json_out as out;
 use super::rendered::{Items, List};
 use super::{Link, ListParams, Ts, created, ctx_target, links, no_content, owner_target, raw_json};
 use crate::AppState;

@@ -6,6 +6,7 @@ pub mod clusters;
 pub mod clustertemplates;
 pub mod credentials;
 pub mod federations;
+pub(crate) mod json_out;
 pub mod lookup;
 pub mod mservices;
 pub mod nodegroups;
