@@ -53,6 +53,23 @@ pub(crate) struct Outgoing<'a> {
     pub props: BasicProperties,
 }
 
+impl Outgoing<'_> {
+    /// Publishes it on `ch`; the confirm resolves at once unless `ch` is in confirm mode.
+    async fn publish_on(&self, ch: &Channel) -> lapin::Result<lapin::PublisherConfirm> {
+        ch.basic_publish(
+            self.exchange.into(),
+            self.routing_key.into(),
+            BasicPublishOptions {
+                mandatory: self.mandatory,
+                immediate: false,
+            },
+            self.body,
+            self.props.clone(),
+        )
+        .await
+    }
+}
+
 /// What became of a confirmed publish.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Published {
@@ -346,19 +363,7 @@ impl Publisher {
             Ok(ch) => ch,
             Err(e) => return Attempt::Failed(e),
         };
-        let confirm = match ch
-            .basic_publish(
-                msg.exchange.into(),
-                msg.routing_key.into(),
-                BasicPublishOptions {
-                    mandatory: msg.mandatory,
-                    immediate: false,
-                },
-                msg.body,
-                msg.props.clone(),
-            )
-            .await
-        {
+        let confirm = match msg.publish_on(&ch).await {
             Ok(c) => c,
             Err(e) => {
                 self.invalidate(&ch).await;
@@ -402,18 +407,7 @@ impl Publisher {
         let ch = self.channel(decls).await?;
         let work = async {
             for m in msgs {
-                let confirm = ch
-                    .basic_publish(
-                        m.exchange.into(),
-                        m.routing_key.into(),
-                        BasicPublishOptions {
-                            mandatory: m.mandatory,
-                            immediate: false,
-                        },
-                        m.body,
-                        m.props.clone(),
-                    )
-                    .await?;
+                let confirm = m.publish_on(&ch).await?;
                 // Not in confirm mode: resolves at once.
                 confirm.await?;
             }
@@ -449,18 +443,7 @@ impl Publisher {
             for group in [rest, last.map(std::slice::from_ref).unwrap_or_default()] {
                 let mut pending = Vec::with_capacity(group.len());
                 for m in group {
-                    let confirm = ch
-                        .basic_publish(
-                            m.exchange.into(),
-                            m.routing_key.into(),
-                            BasicPublishOptions {
-                                mandatory: m.mandatory,
-                                immediate: false,
-                            },
-                            m.body,
-                            m.props.clone(),
-                        )
-                        .await?;
+                    let confirm = m.publish_on(&ch).await?;
                     pending.push(confirm);
                 }
                 for confirm in pending {
