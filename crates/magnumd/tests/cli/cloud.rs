@@ -995,13 +995,7 @@ fn certificates_written_by_upstreams_barbican_store_work_here() {
     assert_eq!(ours.len(), 4, "{ours:?}");
 
     // Upstream's store writes four new certificates (CN=up-written).
-    let venv = std::env::var("MAGNUM_TEST_UPSTREAM_VENV")
-        .unwrap_or_else(|_| "/var/tmp/magnum-rs-upstream-venv".into());
-    let st = Command::new("bash")
-        .arg(repo_root().join("test-support/upstream/setup-venv.sh"))
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let venv = crate::upstream::venv();
     let out = Command::new(format!("{venv}/bin/python"))
         .arg(repo_root().join("test-support/upstream/barbican_certs.py"))
         .arg(&m.conf)

@@ -57,16 +57,20 @@ fn gate() -> Option<(String, PathBuf)> {
         );
         return None;
     };
+    Some((rabbit, PathBuf::from(venv())))
+}
+
+/// The upstream venv's folder, built first if needed (test-support/upstream/setup-venv.sh).
+pub(crate) fn venv() -> String {
     let st = Command::new("bash")
         .arg(repo_root().join("test-support/upstream/setup-venv.sh"))
         .status()
         .unwrap();
     assert!(st.success(), "upstream venv setup failed");
-    let venv = std::env::var("MAGNUM_TEST_UPSTREAM_VENV")
+    std::env::var("MAGNUM_TEST_UPSTREAM_VENV")
         .ok()
         .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| "/var/tmp/magnum-rs-upstream-venv".into());
-    Some((rabbit, PathBuf::from(venv)))
+        .unwrap_or_else(|| "/var/tmp/magnum-rs-upstream-venv".into())
 }
 
 #[test]
@@ -519,15 +523,7 @@ fn upgrade_check_on_an_upstream_database() {
         magnum_testkit::skip("needs MAGNUM_TEST_UPSTREAM=1");
         return;
     }
-    let st = Command::new("bash")
-        .arg(repo_root().join("test-support/upstream/setup-venv.sh"))
-        .status()
-        .unwrap();
-    assert!(st.success(), "upstream venv setup failed");
-    let venv = std::env::var("MAGNUM_TEST_UPSTREAM_VENV")
-        .ok()
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| "/var/tmp/magnum-rs-upstream-venv".into());
+    let venv = venv();
     let work = tempfile::tempdir().unwrap();
     let db = ServerDb::create_blocking(Server::MariaDb, "magnum_cli").unwrap();
     let conf = work.path().join("magnum.conf");
@@ -728,15 +724,7 @@ fn routing_answers_equal_upstreams_own_application() {
         magnum_testkit::skip("needs MAGNUM_TEST_UPSTREAM=1");
         return;
     }
-    let st = Command::new("bash")
-        .arg(repo_root().join("test-support/upstream/setup-venv.sh"))
-        .status()
-        .unwrap();
-    assert!(st.success(), "upstream venv setup failed");
-    let venv = std::env::var("MAGNUM_TEST_UPSTREAM_VENV")
-        .ok()
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| "/var/tmp/magnum-rs-upstream-venv".into());
+    let venv = venv();
     let work = tempfile::tempdir().unwrap();
     let port = free_port();
     let sqlite = work.path().join("magnum.sqlite");
