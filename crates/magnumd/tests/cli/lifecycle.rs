@@ -376,6 +376,46 @@ fn encode(q: &str) -> String {
         .collect()
 }
 
+/// Debian's Prometheus on a free port, scraping with `config` (its YAML, without `global`),
+/// every second; its data in `dir`.
+fn start_prometheus(
+    prometheus: &str,
+    dir: &Path,
+    config: &str,
+) -> (magnum_testkit::ChildGuard, u16) {
+    let port = free_port();
+    let conf = dir.join("prometheus.yml");
+    std::fs::write(
+        &conf,
+        format!("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{config}"),
+    )
+    .unwrap();
+    let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
+    let mut prom = magnum_testkit::ChildGuard::spawn(
+        Command::new(prometheus)
+            .arg(format!("--config.file={}", conf.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(log),
+    );
+    wait_for_port(port, &mut prom);
+    (prom, port)
+}
+
+/// A GET of Prometheus's HTTP API, as JSON (Null if it did not answer with some).
+fn prometheus_get(port: u16, path: &str) -> Value {
+    let reply = magnum_testkit::raw_http(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"),
+        Duration::from_secs(10),
+    );
+    serde_json::from_str(reply.split("\r\n\r\n").nth(1).unwrap_or_default()).unwrap_or(Value::Null)
+}
+
 /// A real Prometheus (Debian's) scrapes `/metrics` of `magnumd serve` while a cluster is made;
 /// its queries for the request rate by status and for clusters by status answer the series
 /// the traffic made.
@@ -411,30 +451,14 @@ fn prometheus_scrapes_request_rates_and_clusters_by_status() {
         api: Some(serve),
         keystone_dir: work.path().join("no-keystone"),
     };
-    let prom_port = free_port();
-    let prom_conf = work.path().join("prometheus.yml");
-    std::fs::write(
-        &prom_conf,
-        format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
-             scrape_configs:\n  - job_name: magnum\n    metrics_path: /metrics\n\
+    let (_prom, prom_port) = start_prometheus(
+        &prometheus,
+        work.path(),
+        &format!(
+            "scrape_configs:\n  - job_name: magnum\n    metrics_path: /metrics\n\
              \x20   static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
         ),
-    )
-    .unwrap();
-    let prom_log = std::fs::File::create(work.path().join("prometheus.log")).unwrap();
-    let mut prom = magnum_testkit::ChildGuard::spawn(
-        Command::new(&prometheus)
-            .arg(format!("--config.file={}", prom_conf.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                work.path().join("tsdb").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
-            .stdout(Stdio::null())
-            .stderr(prom_log),
     );
-    wait_for_port(prom_port, &mut prom);
 
     let cli = Cli {
         openstack: format!("{venv}/bin/openstack"),
@@ -463,18 +487,7 @@ fn prometheus_scrapes_request_rates_and_clusters_by_status() {
     for name in ["scraped-a", "scraped-b"] {
         wait_status(&cli, "", name, "CREATE_COMPLETE");
     }
-    let query = |q: &str| -> Value {
-        let reply = magnum_testkit::raw_http(
-            prom_port,
-            &format!(
-                "GET /api/v1/query?query={} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
-                encode(q)
-            ),
-            Duration::from_secs(10),
-        );
-        let body = reply.split("\r\n\r\n").nth(1).unwrap_or_default();
-        serde_json::from_str(body).unwrap_or(Value::Null)
-    };
+    let query = |q: &str| prometheus_get(prom_port, &format!("/api/v1/query?query={}", encode(q)));
     let series = |v: &Value, label: &str| -> Vec<(String, f64)> {
         v["data"]["result"]
             .as_array()
@@ -594,41 +607,17 @@ fn shipped_alert_rules_check_and_fire_when_a_conductor_dies() {
         metrics_port,
     );
 
-    let prom_port = free_port();
-    let prom_conf = work.path().join("prometheus.yml");
-    std::fs::write(
-        &prom_conf,
-        format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
-             rule_files: ['{}']\n\
+    let (_prom, prom_port) = start_prometheus(
+        &prometheus,
+        work.path(),
+        &format!(
+            "rule_files: ['{}']\n\
              scrape_configs:\n  - job_name: magnum-api\n\
              \x20   static_configs:\n      - targets: ['127.0.0.1:{port}']\n",
             rules_file.display()
         ),
-    )
-    .unwrap();
-    let prom_log = std::fs::File::create(work.path().join("prometheus.log")).unwrap();
-    let mut prom = magnum_testkit::ChildGuard::spawn(
-        Command::new(&prometheus)
-            .arg(format!("--config.file={}", prom_conf.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                work.path().join("tsdb").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
-            .stdout(Stdio::null())
-            .stderr(prom_log),
     );
-    wait_for_port(prom_port, &mut prom);
-    let get = |path: &str| -> Value {
-        let reply = magnum_testkit::raw_http(
-            prom_port,
-            &format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"),
-            Duration::from_secs(10),
-        );
-        serde_json::from_str(reply.split("\r\n\r\n").nth(1).unwrap_or_default())
-            .unwrap_or(Value::Null)
-    };
+    let get = |path: &str| prometheus_get(prom_port, path);
     let up_conductors = || -> Option<f64> {
         get("/api/v1/query?query=magnum_conductors%7Bstate%3D%22up%22%7D")["data"]["result"][0]
             ["value"][1]
