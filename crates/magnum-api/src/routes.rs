@@ -71,11 +71,14 @@ pub async fn handle(State(app): State<Arc<AppState>>, request: Request) -> Respo
 fn route_of(path: &str) -> String {
     // Besides the tables' literal segments, the paths served before the tables.
     const OTHERS: &[&str] = &["v1", "openapi.json", "healthcheck", "metrics", "v1.json"];
+    static NAMES: std::sync::OnceLock<std::collections::HashSet<&'static str>> =
+        std::sync::OnceLock::new();
+    let names = NAMES.get_or_init(|| crate::table::literals(crate::v1::ROUTES));
     let segs: Vec<&str> = path
         .split('/')
         .filter(|s| !s.is_empty())
         .map(|s| {
-            if OTHERS.contains(&s) || crate::table::is_literal(crate::v1::ROUTES, s) {
+            if OTHERS.contains(&s) || names.contains(s) {
                 s
             } else {
                 "{id}"
@@ -274,4 +277,30 @@ async fn metrics_response(app: &AppState) -> Response {
         HeaderValue::from_static("text/plain; version=0.0.4"),
     );
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::route_of;
+
+    #[test]
+    fn metrics_routes_keep_the_tables_names_and_fold_ids() {
+        for (path, route) in [
+            (
+                "/v1/clusters/6b4c3d1e/actions/resize",
+                "/v1/clusters/{id}/actions/resize",
+            ),
+            (
+                "/v1/clusters/prod/nodegroups/default-worker",
+                "/v1/clusters/{id}/nodegroups/{id}",
+            ),
+            ("/v1/quotas/demo/Cluster", "/v1/quotas/{id}/{id}"),
+            ("/v1/clustertemplates/detail", "/v1/clustertemplates/detail"),
+            ("/v1/mservices", "/v1/mservices"),
+            ("/healthcheck", "/healthcheck"),
+            ("/v1/anything-else", "/v1/{id}"),
+        ] {
+            assert_eq!(route_of(path), route, "{path}");
+        }
+    }
 }

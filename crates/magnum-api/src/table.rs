@@ -214,13 +214,15 @@ pub async fn dispatch(app: &AppState, req: &Req, routes: &[&[Route]]) -> ApiResu
     }))
 }
 
-/// Whether `seg` is a literal segment of some route's path (`clusters`, `actions`, ...).
-pub fn is_literal(routes: &[&[Route]], seg: &str) -> bool {
-    routes.iter().flat_map(|t| t.iter()).any(|r| {
-        r.path
-            .split('/')
-            .any(|want| want == seg && !want.starts_with('{'))
-    })
+/// The literal segments of the routes' paths (`clusters`, `actions`, ...), gathered once:
+/// the metrics label every request with its route.
+pub fn literals(routes: &'static [&'static [Route]]) -> std::collections::HashSet<&'static str> {
+    routes
+        .iter()
+        .flat_map(|t| t.iter())
+        .flat_map(|r| r.path.split('/'))
+        .filter(|seg| !seg.is_empty() && !seg.starts_with('{') && *seg != "**")
+        .collect()
 }
 
 async fn serve(app: &AppState, req: &Req, route: &Route, values: &[String]) -> ApiResult<Response> {
