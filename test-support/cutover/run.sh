@@ -17,20 +17,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 MAGNUMD=${1:-${MAGNUMD:-/var/tmp/magnum-rs-target/debug/magnumd}}
 
-passed=0
-failed=0
-result() {
-    local ok=$1
-    shift
-    if [[ $ok == 0 ]]; then
-        passed=$((passed + 1))
-        echo "cutover: ok   $*"
-    else
-        failed=$((failed + 1))
-        echo "cutover: FAIL $*"
-    fi
-    return "$ok"
-}
+CHECKS_NAME=cutover
+# shellcheck source=../checks.sh
+. "$here/../checks.sh"
 say() { printf 'cutover: %s\n' "$*" >&2; }
 t_start=$SECONDS
 W=
@@ -91,7 +80,7 @@ finish() {
         rm -rf "$W"
     fi
     echo "cutover: took $((SECONDS - t_start)) s"
-    echo "cutover: $passed passed, $failed failed"
+    checks_summary
     if ((failed > 0 || (rc != 0 && passed == 0))); then
         exit 1
     fi

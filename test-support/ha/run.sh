@@ -22,20 +22,9 @@ export HA_MAGNUMD=${1:-${MAGNUMD:-/var/tmp/magnum-rs-target/debug/magnumd}}
 # shellcheck source=lib.sh
 . "$here/lib.sh"
 
-passed=0
-failed=0
-result() {
-    local ok=$1
-    shift
-    if [[ $ok == 0 ]]; then
-        passed=$((passed + 1))
-        echo "ha: ok   $*"
-    else
-        failed=$((failed + 1))
-        echo "ha: FAIL $*"
-    fi
-    return "$ok"
-}
+CHECKS_NAME=ha
+# shellcheck source=../checks.sh
+. "$here/../checks.sh"
 t_start=$SECONDS
 W=
 epmd_ours=
@@ -81,7 +70,7 @@ finish() {
         rm -rf "$W"
     fi
     echo "ha: took $((SECONDS - t_start)) s"
-    echo "ha: $passed passed, $failed failed"
+    checks_summary
     if ((failed > 0 || rc != 0 && passed == 0)); then
         exit 1
     fi

@@ -11,17 +11,18 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 . "$root/scripts/services.sh"
 
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "kolla: ok   $*"; }
-bad() { failed=$((failed + 1)); echo "kolla: FAIL $*"; }
+CHECKS_NAME=kolla
+# shellcheck source=../checks.sh
+. "$here/../checks.sh"
+ok() { result 0 "$@"; }
+bad() { result 1 "$@" || true; }
 check() { # check DESCRIPTION COMMAND...
     local what=$1
     shift
     if "$@"; then ok "$what"; else bad "$what"; fi
 }
 finish() {
-    echo "kolla: $passed passed, $failed failed"
+    checks_summary
     [[ $failed == 0 ]]
     exit
 }
