@@ -181,7 +181,7 @@ pub(crate) async fn templates_in(
 pub(crate) async fn sync_one(inner: &Inner, uuid: &str) -> Result<()> {
     let admin = RequestContext::admin_all_tenants();
     let (cluster, ngs) = inner.load(&admin, uuid).await?;
-    let status = cluster.current_status();
+    let status = cluster.status;
     if status.is_some_and(S::is_in_progress) {
         let driver = inner.driver_for(&cluster).await;
         return process(inner, cluster, ngs, driver, false).await;
@@ -236,7 +236,7 @@ async fn process(
 ) -> Result<()> {
     let uuid = cluster.uuid.clone().unwrap_or_default();
     let now = magnum_db::repo::now();
-    let creating = cluster.current_status() == Some(S::CreateInProgress);
+    let creating = cluster.status == Some(S::CreateInProgress);
     if creating && let Some(minutes) = timed_out(&cluster, now) {
         let reason = format!(
             "Cluster creation did not complete within its create_timeout of {minutes} minutes."
@@ -245,10 +245,10 @@ async fn process(
         let _held = lock.lock().await;
         for ng in ngs
             .iter()
-            .filter(|ng| ng.current_status() == Some(S::CreateInProgress))
+            .filter(|ng| ng.status == Some(S::CreateInProgress))
         {
             let _ = save_ng(inner, ng, |m| {
-                m.status = Some(S::CreateFailed.as_str().to_owned());
+                m.status = Some(S::CreateFailed);
                 m.status_reason = Some(reason.clone());
             })
             .await;
@@ -285,7 +285,7 @@ async fn process(
         Ok(d) => d,
         Err(e) => {
             let admin = RequestContext::admin_all_tenants();
-            let (action, to) = failure_for(cluster.current_status());
+            let (action, to) = failure_for(cluster.status);
             fail(inner, &admin, &uuid, action, to, &e.to_string()).await;
             return Ok(());
         }
@@ -340,7 +340,7 @@ async fn apply(
             Some(r) => {
                 let saved = save_ng(inner, &ng, |m| {
                     if let Some(s) = r.status {
-                        m.status = Some(s.as_str().to_owned());
+                        m.status = Some(s);
                     }
                     if let Some(reason) = &r.status_reason {
                         m.status_reason = reason.clone();
@@ -358,22 +358,21 @@ async fn apply(
             None => ngs_now.push(ng),
         }
     }
-    let before = cluster.status.clone();
+    let before = cluster.status;
     let saved = save_cluster(inner, &cluster, |m| {
         if let Some(s) = report.status {
-            m.status = Some(s.as_str().to_owned());
+            m.status = Some(s);
         }
         if let Some(reason) = &report.status_reason {
             m.status_reason = reason.clone();
+        }
+        if report.health_status.is_some() {
+            m.health_status = report.health_status;
         }
         for (field, value) in [
             (&mut m.api_address, &report.api_address),
             (&mut m.coe_version, &report.coe_version),
             (&mut m.container_version, &report.container_version),
-            (
-                &mut m.health_status,
-                &report.health_status.map(|h| h.as_str().to_owned()),
-            ),
             (
                 &mut m.health_status_reason,
                 &report
@@ -389,7 +388,7 @@ async fn apply(
     })
     .await?;
     if saved.status != before
-        && let Some((action, outcome)) = saved.current_status().and_then(action_of)
+        && let Some((action, outcome)) = saved.status.and_then(action_of)
     {
         let admin = RequestContext::admin_all_tenants();
         inner

@@ -96,9 +96,9 @@ impl ClusterOp {
     }
 
     /// May the operation start on a cluster whose stored status is `current` (`None`: no row
-    /// yet)? Unknown legacy status strings count as not stable.
-    pub fn check(self, current: Option<&str>) -> Result<()> {
-        let parsed = current.and_then(|s| s.parse::<ClusterStatus>().ok());
+    /// yet, or a status text no release writes, which is never stable)?
+    pub fn check(self, current: Option<ClusterStatus>) -> Result<()> {
+        let parsed = current;
         let ok = match (self.precondition(), current) {
             (Precondition::New, None) => true,
             (Precondition::New, Some(_)) => false,
@@ -112,7 +112,7 @@ impl ClusterOp {
             Ok(())
         } else {
             Err(Error::NotSupported {
-                operation: self.refusal(current.unwrap_or("None")),
+                operation: self.refusal(current.map_or("None", ClusterStatus::as_str)),
             })
         }
     }
@@ -137,12 +137,12 @@ impl NodegroupOp {
 
     /// Upstream: a new nodegroup has no status and passes; update needs the nodegroup in
     /// STABLE+U; delete has no precondition (the API forbids deleting default nodegroups).
-    pub fn check(self, nodegroup_status: Option<&str>) -> Result<()> {
+    pub fn check(self, nodegroup_status: Option<ClusterStatus>) -> Result<()> {
         let ok = match self {
             NodegroupOp::Create | NodegroupOp::Delete => true,
-            NodegroupOp::Update => nodegroup_status
-                .and_then(|s| s.parse::<ClusterStatus>().ok())
-                .is_some_and(ClusterStatus::is_stable_or_updating),
+            NodegroupOp::Update => {
+                nodegroup_status.is_some_and(ClusterStatus::is_stable_or_updating)
+            }
         };
         if ok {
             Ok(())
@@ -150,7 +150,7 @@ impl NodegroupOp {
             Err(Error::NotSupported {
                 operation: format!(
                     "Updating a nodegroup when nodegroup status is \"{}\"",
-                    nodegroup_status.unwrap_or("None")
+                    nodegroup_status.map_or("None", ClusterStatus::as_str)
                 ),
             })
         }
@@ -196,7 +196,7 @@ mod tests {
         ];
         let updating = [S::UpdateInProgress, S::UpdateFailed];
         for status in S::ALL {
-            let s = Some(status.as_str());
+            let s = Some(*status);
             let is_stable = stable.contains(status);
             let is_stable_u = is_stable || updating.contains(status);
             for (op, allowed) in [
@@ -215,14 +215,14 @@ mod tests {
             }
         }
         assert!(ClusterOp::Create.check(None).is_ok());
-        assert!(ClusterOp::Update.check(Some("SOMETHING_OLD")).is_err());
-        assert!(ClusterOp::Delete.check(Some("SOMETHING_OLD")).is_ok());
+        assert!(ClusterOp::Update.check(None).is_err());
+        assert!(ClusterOp::Delete.check(None).is_ok());
     }
 
     #[test]
     fn refusals_read_like_upstream() {
         let e = ClusterOp::Update
-            .check(Some("CREATE_IN_PROGRESS"))
+            .check(Some(S::CreateInProgress))
             .err()
             .map(|e| e.to_string());
         assert_eq!(
@@ -230,7 +230,7 @@ mod tests {
             Some("Updating a cluster when status is \"CREATE_IN_PROGRESS\" is not supported.")
         );
         let e = ClusterOp::Resize
-            .check(Some("DELETE_FAILED"))
+            .check(Some(S::DeleteFailed))
             .err()
             .map(|e| e.to_string());
         assert_eq!(
@@ -238,7 +238,7 @@ mod tests {
             Some("Resizing a cluster when status is \"DELETE_FAILED\" is not supported.")
         );
         let e = ClusterOp::NodegroupCreate
-            .check(Some("DELETE_IN_PROGRESS"))
+            .check(Some(S::DeleteInProgress))
             .err();
         assert_eq!(e.map(|e| e.kind()), Some(crate::ErrorKind::Invalid));
     }
@@ -267,14 +267,10 @@ mod tests {
     #[test]
     fn nodegroup_table() {
         assert!(NodegroupOp::Create.check(None).is_ok());
-        assert!(
-            NodegroupOp::Delete
-                .check(Some("CREATE_IN_PROGRESS"))
-                .is_ok()
-        );
+        assert!(NodegroupOp::Delete.check(Some(S::CreateInProgress)).is_ok());
         for status in S::ALL {
             assert_eq!(
-                NodegroupOp::Update.check(Some(status.as_str())).is_ok(),
+                NodegroupOp::Update.check(Some(*status)).is_ok(),
                 status.is_stable_or_updating(),
                 "{status}"
             );

@@ -52,12 +52,28 @@ impl NodegroupRole {
         }
     }
 
+    pub fn is_master(&self) -> bool {
+        *self == Self::Master
+    }
+
     pub fn as_str(&self) -> &str {
         match self {
             Self::Master => "master",
             Self::Worker => "worker",
             Self::Other(s) => s,
         }
+    }
+}
+
+impl serde::Serialize for NodegroupRole {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl From<&str> for NodegroupRole {
+    fn from(s: &str) -> Self {
+        Self::parse(Some(s))
     }
 }
 

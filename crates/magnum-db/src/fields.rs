@@ -3,7 +3,8 @@
 //! column of the same name), without the bridge depending on the ORM.
 
 use chrono::NaiveDateTime;
-use sea_orm::{EntityTrait, ModelTrait, Value as Sql};
+use magnum_core::model::NodegroupRole;
+use magnum_core::status::{ClusterHealthStatus, ClusterStatus, FederationStatus};
 
 /// The storage type of a column.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,62 +43,107 @@ pub trait RowFields {
     fn set_column_value(&mut self, name: &str, value: FieldValue) -> Result<(), FieldError>;
 }
 
-type Column<M> = <<M as ModelTrait>::Entity as EntityTrait>::Column;
-
-fn column<M: ModelTrait>(name: &str) -> Option<Column<M>> {
-    name.parse::<Column<M>>().ok()
+/// A column's Rust type as the records hold it, and its plain value.
+pub(crate) trait FieldType: Sized {
+    const KIND: ColumnKind;
+    fn value(&self) -> FieldValue;
+    /// `Err` gives the value back when the column cannot hold it.
+    fn from_value(v: FieldValue) -> Result<Self, FieldValue>;
 }
 
-fn kind_of(v: &Sql) -> Option<ColumnKind> {
-    Some(match v {
-        Sql::Int(_) | Sql::BigInt(_) => ColumnKind::Int,
-        Sql::Bool(_) => ColumnKind::Bool,
-        Sql::ChronoDateTime(_) => ColumnKind::DateTime,
-        Sql::String(_) => ColumnKind::Text,
-        _ => return None,
-    })
+impl FieldType for i32 {
+    const KIND: ColumnKind = ColumnKind::Int;
+    fn value(&self) -> FieldValue {
+        FieldValue::Int(i64::from(*self))
+    }
+    fn from_value(v: FieldValue) -> Result<Self, FieldValue> {
+        match v {
+            FieldValue::Int(i) => i32::try_from(i).map_err(|_| v),
+            other => Err(other),
+        }
+    }
 }
 
-impl<M: ModelTrait> RowFields for M {
-    fn column_kind(&self, name: &str) -> Option<ColumnKind> {
-        kind_of(&self.get(column::<M>(name)?))
+impl FieldType for String {
+    const KIND: ColumnKind = ColumnKind::Text;
+    fn value(&self) -> FieldValue {
+        FieldValue::Text(self.clone())
     }
-
-    fn column_value(&self, name: &str) -> Option<FieldValue> {
-        Some(match self.get(column::<M>(name)?) {
-            Sql::Int(Some(i)) => FieldValue::Int(i64::from(i)),
-            Sql::BigInt(Some(i)) => FieldValue::Int(i),
-            Sql::Bool(Some(b)) => FieldValue::Bool(b),
-            Sql::ChronoDateTime(Some(dt)) => FieldValue::DateTime(dt),
-            Sql::String(Some(s)) => FieldValue::Text(s),
-            _ => FieldValue::Null,
-        })
+    fn from_value(v: FieldValue) -> Result<Self, FieldValue> {
+        match v {
+            FieldValue::Text(s) => Ok(s),
+            other => Err(other),
+        }
     }
+}
 
-    fn set_column_value(&mut self, name: &str, value: FieldValue) -> Result<(), FieldError> {
-        let col = column::<M>(name).ok_or_else(|| FieldError::NoColumn(name.to_owned()))?;
-        let bad = |value: FieldValue| FieldError::Type {
-            column: name.to_owned(),
-            value,
-        };
-        let new = match (self.get(col), value) {
-            (Sql::Int(_), FieldValue::Null) => Sql::Int(None),
-            (Sql::Int(_), FieldValue::Int(i)) => {
-                Sql::Int(Some(i32::try_from(i).map_err(|_| bad(FieldValue::Int(i)))?))
+impl FieldType for bool {
+    const KIND: ColumnKind = ColumnKind::Bool;
+    fn value(&self) -> FieldValue {
+        FieldValue::Bool(*self)
+    }
+    fn from_value(v: FieldValue) -> Result<Self, FieldValue> {
+        match v {
+            FieldValue::Bool(b) => Ok(b),
+            other => Err(other),
+        }
+    }
+}
+
+impl FieldType for NaiveDateTime {
+    const KIND: ColumnKind = ColumnKind::DateTime;
+    fn value(&self) -> FieldValue {
+        FieldValue::DateTime(*self)
+    }
+    fn from_value(v: FieldValue) -> Result<Self, FieldValue> {
+        match v {
+            FieldValue::DateTime(dt) => Ok(dt),
+            other => Err(other),
+        }
+    }
+}
+
+/// Enums stored as their wire text.
+macro_rules! text_field {
+    ($($ty:ty),+) => {$(
+        impl FieldType for $ty {
+            const KIND: ColumnKind = ColumnKind::Text;
+            fn value(&self) -> FieldValue {
+                FieldValue::Text(self.as_str().to_owned())
             }
-            (Sql::BigInt(_), FieldValue::Null) => Sql::BigInt(None),
-            (Sql::BigInt(_), FieldValue::Int(i)) => Sql::BigInt(Some(i)),
-            (Sql::Bool(_), FieldValue::Null) => Sql::Bool(None),
-            (Sql::Bool(_), FieldValue::Bool(b)) => Sql::Bool(Some(b)),
-            (Sql::ChronoDateTime(_), FieldValue::Null) => Sql::ChronoDateTime(None),
-            (Sql::ChronoDateTime(_), FieldValue::DateTime(dt)) => Sql::ChronoDateTime(Some(dt)),
-            (Sql::String(_), FieldValue::Null) => Sql::String(None),
-            (Sql::String(_), FieldValue::Text(s)) => Sql::String(Some(s)),
-            (_, v) => return Err(bad(v)),
-        };
-        self.try_set(col, new).map_err(|e| FieldError::Set {
-            column: name.to_owned(),
-            reason: e.to_string(),
-        })
+            fn from_value(v: FieldValue) -> Result<Self, FieldValue> {
+                match v {
+                    FieldValue::Text(s) => s.parse().map_err(|_| FieldValue::Text(s)),
+                    other => Err(other),
+                }
+            }
+        }
+    )+};
+}
+text_field!(ClusterStatus, ClusterHealthStatus, FederationStatus);
+
+impl FieldType for NodegroupRole {
+    const KIND: ColumnKind = ColumnKind::Text;
+    fn value(&self) -> FieldValue {
+        FieldValue::Text(self.as_str().to_owned())
+    }
+    fn from_value(v: FieldValue) -> Result<Self, FieldValue> {
+        match v {
+            FieldValue::Text(s) => Ok(NodegroupRole::from(s.as_str())),
+            other => Err(other),
+        }
+    }
+}
+
+impl<T: FieldType> FieldType for Option<T> {
+    const KIND: ColumnKind = T::KIND;
+    fn value(&self) -> FieldValue {
+        self.as_ref().map_or(FieldValue::Null, T::value)
+    }
+    fn from_value(v: FieldValue) -> Result<Self, FieldValue> {
+        match v {
+            FieldValue::Null => Ok(None),
+            v => T::from_value(v).map(Some),
+        }
     }
 }

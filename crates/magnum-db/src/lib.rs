@@ -5,15 +5,16 @@
 //! bounded number of times, and read-modify-write updates are checked against what the writer
 //! read, so concurrent writers never silently overwrite each other.
 
-pub mod entity;
 pub mod fields;
 pub mod json;
 pub mod model;
+pub mod records;
 pub mod repo;
 pub mod schema;
 pub mod url;
 
 mod db;
+mod entity;
 mod errors;
 mod rows;
 mod shelf;

@@ -5,15 +5,17 @@
 use magnum_core::model::{Cluster, ClusterTemplate, Labels, Nodegroup, NodegroupRole};
 use serde_json::Value;
 
-use crate::entity::{cluster, cluster_template, nodegroup};
 use crate::json::loads;
+use crate::records::{
+    Cluster as ClusterRow, ClusterTemplate as TemplateRow, NodeGroup as NodeGroupRow,
+};
 
 fn labels(text: Option<&str>) -> Labels {
     loads(text).unwrap_or_default()
 }
 
-impl From<&cluster::Model> for Cluster {
-    fn from(c: &cluster::Model) -> Self {
+impl From<&ClusterRow> for Cluster {
+    fn from(c: &ClusterRow) -> Self {
         Cluster {
             uuid: c.uuid.clone().unwrap_or_default().into(),
             name: c.name.clone().unwrap_or_default(),
@@ -26,9 +28,9 @@ impl From<&cluster::Model> for Cluster {
             master_flavor_id: c.master_flavor_id.clone(),
             flavor_id: c.flavor_id.clone(),
             stack_id: c.stack_id.clone(),
-            status: c.status.as_deref().and_then(|s| s.parse().ok()),
+            status: c.status,
             status_reason: c.status_reason.clone(),
-            health_status: c.health_status.as_deref().and_then(|s| s.parse().ok()),
+            health_status: c.health_status,
             create_timeout: c.create_timeout,
             api_address: c.api_address.clone(),
             discovery_url: c.discovery_url.clone(),
@@ -48,8 +50,8 @@ impl From<&cluster::Model> for Cluster {
     }
 }
 
-impl From<&nodegroup::Model> for Nodegroup {
-    fn from(ng: &nodegroup::Model) -> Self {
+impl From<&NodeGroupRow> for Nodegroup {
+    fn from(ng: &NodeGroupRow) -> Self {
         Nodegroup {
             uuid: ng.uuid.clone().into(),
             name: ng.name.clone(),
@@ -62,12 +64,12 @@ impl From<&nodegroup::Model> for Nodegroup {
             node_addresses: loads(ng.node_addresses.as_deref()).unwrap_or_default(),
             // A NULL count reads as the object's default, 1.
             node_count: magnum_core::model::object_node_count(ng.node_count),
-            role: NodegroupRole::parse(ng.role.as_deref()),
+            role: ng.role.clone().unwrap_or(NodegroupRole::Worker),
             max_node_count: ng.max_node_count,
             min_node_count: ng.min_node_count.unwrap_or(0),
             is_default: ng.is_default.unwrap_or(false),
             stack_id: ng.stack_id.clone(),
-            status: ng.status.as_deref().and_then(|s| s.parse().ok()),
+            status: ng.status,
             status_reason: ng.status_reason.clone(),
             version: ng.version.clone(),
             node_labels: labels(ng.node_labels.as_deref()),
@@ -76,8 +78,8 @@ impl From<&nodegroup::Model> for Nodegroup {
     }
 }
 
-impl From<&cluster_template::Model> for ClusterTemplate {
-    fn from(t: &cluster_template::Model) -> Self {
+impl From<&TemplateRow> for ClusterTemplate {
+    fn from(t: &TemplateRow) -> Self {
         ClusterTemplate {
             uuid: t.uuid.clone().unwrap_or_default().into(),
             name: t.name.clone(),
@@ -110,6 +112,6 @@ impl From<&cluster_template::Model> for ClusterTemplate {
 }
 
 /// Every nodegroup of a list as the domain sees it.
-pub fn nodegroups(rows: &[nodegroup::Model]) -> Vec<Nodegroup> {
+pub fn nodegroups(rows: &[NodeGroupRow]) -> Vec<Nodegroup> {
     rows.iter().map(Nodegroup::from).collect()
 }

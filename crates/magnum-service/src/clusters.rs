@@ -7,6 +7,7 @@
 //! transaction that enforces the quota, and only then is the conductor told.
 
 use magnum_core::lifecycle::ClusterOp;
+use magnum_core::model::NodegroupRole;
 use magnum_core::status::ClusterStatus;
 use magnum_core::{Error, RequestContext, Result};
 use magnum_db::json::{dumps, loads};
@@ -57,7 +58,7 @@ pub const ZERO_NODES: &str =
     "Resizing a nodegroup to zero is not supported in the provided microversion.";
 
 fn is_master(ng: &NodeGroup) -> bool {
-    ng.role.as_deref() == Some("master")
+    ng.role.as_ref().is_some_and(NodegroupRole::is_master)
 }
 
 /// Labels of a new cluster (api.md §6.2.4): the request's, merged onto the template's when
@@ -122,9 +123,9 @@ pub fn default_nodegroups(
         image_id: template.image_id.clone(),
         node_count: Some(count),
         min_node_count: Some(min),
-        role: Some(role.to_owned()),
+        role: Some(role.into()),
         is_default: Some(true),
-        status: Some(ClusterStatus::CreateInProgress.as_str().to_owned()),
+        status: Some(ClusterStatus::CreateInProgress),
         ..NodeGroup::default()
     };
     let or_template = |own: &Option<String>, t: &Option<String>| {
@@ -302,9 +303,9 @@ impl Clusters<'_> {
             labels: Some(dumps(&Value::Object(labels))),
             master_flavor_id,
             flavor_id,
-            status: Some(ClusterStatus::CreateInProgress.as_str().to_owned()),
+            status: Some(ClusterStatus::CreateInProgress),
             status_reason: None,
-            health_status: req.health_status,
+            health_status: req.health_status.as_deref().map(str::parse).transpose()?,
             health_status_reason: req
                 .health_status_reason
                 .filter(|v| !v.is_null())
@@ -383,7 +384,7 @@ impl Clusters<'_> {
         c: &Cluster,
         change: ClusterChange,
     ) -> Result<()> {
-        ClusterOp::Update.check(c.status.as_deref())?;
+        ClusterOp::Update.check(c.status)?;
         let mut checks = self.s.checks(ctx);
         let labels: Option<Value> = loads(c.labels.as_deref());
         let boot = self.s.boot_volume_size(labels.as_ref());
@@ -436,7 +437,7 @@ impl Clusters<'_> {
                     .map_or_else(|| "None".to_owned(), |m| m.to_string())
             )));
         }
-        ClusterOp::Resize.check(c.status.as_deref())?;
+        ClusterOp::Resize.check(c.status)?;
         let message = ClusterResize {
             cluster_uuid: c.ident(),
             nodegroup_uuid: ng.ident(),

@@ -78,7 +78,7 @@ impl Federations<'_> {
                 &req.member_ids.unwrap_or_else(|| Value::Array(Vec::new())),
             )),
             properties: Some(dumps(&props)),
-            status: Some(FederationStatus::CreateFailed.as_str().into()),
+            status: Some(FederationStatus::CreateFailed),
             status_reason: Some(NOT_IMPLEMENTED.into()),
             ..Federation::default()
         };
@@ -122,7 +122,7 @@ impl Federations<'_> {
             _ => {}
         }
         let mut modified = original.clone();
-        modified.status = Some(FederationStatus::UpdateFailed.as_str().into());
+        modified.status = Some(FederationStatus::UpdateFailed);
         modified.status_reason = Some(NOT_IMPLEMENTED.into());
         self.s.db.federations().save(original, &modified).await
     }

@@ -8,6 +8,7 @@
 //! with the conductor's own precondition texts.
 
 use magnum_core::lifecycle::{ClusterOp, NodegroupOp};
+use magnum_core::model::NodegroupRole;
 use magnum_core::status::ClusterStatus;
 use magnum_core::{Error, RequestContext, Result};
 use magnum_db::json::{dumps, loads};
@@ -285,7 +286,7 @@ impl Nodegroups<'_> {
                 "Creating master nodegroups is currently not supported.".into(),
             ));
         }
-        ClusterOp::NodegroupCreate.check(c.status.as_deref())?;
+        ClusterOp::NodegroupCreate.check(c.status)?;
         let Some(name) = name else {
             // The row needs a name; upstream's conductor failed on the insert, unseen.
             return Err(invalid_attribute(
@@ -347,9 +348,9 @@ impl Nodegroups<'_> {
             node_count: Some(node_count),
             max_node_count,
             min_node_count: Some(min_node_count),
-            role,
+            role: role.map(|r| r.as_str().into()),
             is_default: doc.get("is_default").and_then(Value::as_bool),
-            status: Some(ClusterStatus::CreateInProgress.as_str().to_owned()),
+            status: Some(ClusterStatus::CreateInProgress),
             status_reason: text(doc, "status_reason"),
             version: text(doc, "version"),
             node_labels: json_text("node_labels"),
@@ -433,15 +434,15 @@ impl Nodegroups<'_> {
             .await?;
         check_nodegroup(
             Some(&ng.name),
-            ng.role.as_deref(),
+            ng.role.as_ref().map(NodegroupRole::as_str),
             i64::from(ng.node_count.unwrap_or(1)),
             i64::from(patch.min_node_count),
             patch.max_node_count.map(i64::from),
             Some(&patch.node_labels),
             Some(&patch.node_taints),
         )?;
-        ClusterOp::NodegroupUpdate.check(c.status.as_deref())?;
-        NodegroupOp::Update.check(ng.status.as_deref())?;
+        ClusterOp::NodegroupUpdate.check(c.status)?;
+        NodegroupOp::Update.check(ng.status)?;
         // A removed JSON attribute is sent (and shown) empty, as new rows store it: the
         // conductor reads an absent value as "unchanged".
         let json_text = |v: &Value, empty: &str| {
@@ -477,7 +478,7 @@ impl Nodegroups<'_> {
                 "Deleting a default nodegroup is not supported.".into(),
             ));
         }
-        ClusterOp::NodegroupDelete.check(c.status.as_deref())?;
+        ClusterOp::NodegroupDelete.check(c.status)?;
         let message = NodegroupRef {
             cluster_uuid: c.ident(),
             nodegroup_uuid: ng.ident(),

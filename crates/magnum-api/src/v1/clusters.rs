@@ -12,7 +12,8 @@ use std::collections::HashMap;
 use axum::response::Response;
 use http::StatusCode;
 use magnum_core::ids::is_uuid_like;
-use magnum_core::status::ClusterStatus;
+use magnum_core::model::NodegroupRole;
+use magnum_core::status::{ClusterHealthStatus, ClusterStatus};
 use magnum_core::{Error, RequestContext};
 use magnum_db::repo::cluster::{BriefSink, Cluster, ClusterBrief, ClusterFilters};
 use magnum_db::repo::nodegroup::NodeGroup;
@@ -145,7 +146,7 @@ const COMPARED: &[&str] = &[
 ];
 
 fn is_master(ng: &NodeGroup) -> bool {
-    ng.role.as_deref() == Some("master")
+    ng.role.as_ref().is_some_and(NodegroupRole::is_master)
 }
 
 /// What upstream derives from a cluster's nodegroups (its `node_count`, `master_count`,
@@ -196,9 +197,9 @@ struct FullView<'a> {
     stack_id: Option<&'a Option<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cluster_id: Option<&'a Option<String>>,
-    status: &'a Option<String>,
+    status: Option<ClusterStatus>,
     status_reason: &'a Option<String>,
-    health_status: &'a Option<String>,
+    health_status: Option<ClusterHealthStatus>,
     health_status_reason: Option<&'a RawValue>,
     discovery_url: &'a Option<String>,
     api_address: &'a Option<String>,
@@ -330,9 +331,9 @@ fn full<'a>(
         links: cluster_links(&req.base, c),
         stack_id,
         cluster_id,
-        status: &c.status,
+        status: c.status,
         status_reason: &c.status_reason,
-        health_status: &c.health_status,
+        health_status: c.health_status,
         health_status_reason: raw_json(c.health_status_reason.as_deref()),
         discovery_url: &c.discovery_url,
         api_address: &c.api_address,
@@ -653,11 +654,11 @@ async fn show(app: &AppState, req: &Req, ident: &str) -> ApiResult<Response> {
         .for_clusters(std::slice::from_ref(&uuid))
         .await?;
     let parent = template_labels(app, &ctx, c.cluster_template_id.as_deref()).await?;
-    let failed = c.current_status().is_some_and(ClusterStatus::is_failed);
+    let failed = c.status.is_some_and(ClusterStatus::is_failed);
     let faults = failed.then(|| {
         groups
             .iter()
-            .filter(|ng| ng.current_status().is_some_and(ClusterStatus::is_failed))
+            .filter(|ng| ng.status.is_some_and(ClusterStatus::is_failed))
             .map(|ng| {
                 (
                     ng.name.clone(),

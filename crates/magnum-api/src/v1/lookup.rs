@@ -102,7 +102,11 @@ pub async fn default_worker(
         .list(ctx, cluster_uuid, &filters, &Page::default())
         .await?
         .into_iter()
-        .find(|ng| ng.role.as_deref() != Some("master"))
+        .find(|ng| {
+            !ng.role
+                .as_ref()
+                .is_some_and(magnum_core::model::NodegroupRole::is_master)
+        })
         .ok_or_else(|| {
             magnum_core::Error::NodeGroupNotFound {
                 nodegroup: "default-worker".into(),

@@ -8,6 +8,8 @@
 
 use axum::response::Response;
 use http::StatusCode;
+use magnum_core::model::NodegroupRole;
+use magnum_core::status::ClusterStatus;
 use magnum_db::repo::cluster::Cluster;
 use magnum_db::repo::nodegroup::{NodeGroup, NodeGroupFilters};
 use magnum_service::nodegroups::NodegroupPatch;
@@ -72,12 +74,12 @@ struct BriefView<'a> {
     flavor_id: &'a Option<String>,
     image_id: &'a Option<String>,
     node_count: i32,
-    role: &'a Option<String>,
+    role: Option<&'a str>,
     min_node_count: i32,
     max_node_count: Option<i32>,
     is_default: bool,
     stack_id: &'a Option<String>,
-    status: &'a Option<String>,
+    status: Option<ClusterStatus>,
     merge_labels: bool,
 }
 
@@ -95,12 +97,12 @@ struct FullView<'a> {
     image_id: &'a Option<String>,
     node_addresses: Option<&'a RawValue>,
     node_count: i32,
-    role: &'a Option<String>,
+    role: Option<&'a str>,
     min_node_count: i32,
     max_node_count: Option<i32>,
     is_default: bool,
     stack_id: &'a Option<String>,
-    status: &'a Option<String>,
+    status: Option<ClusterStatus>,
     status_reason: &'a Option<String>,
     version: &'a Option<String>,
     merge_labels: bool,
@@ -134,12 +136,12 @@ fn brief(ng: &NodeGroup) -> BriefView<'_> {
         flavor_id: &ng.flavor_id,
         image_id: &ng.image_id,
         node_count: ng.node_count.unwrap_or(1),
-        role: &ng.role,
+        role: ng.role.as_ref().map(NodegroupRole::as_str),
         min_node_count: 0,
         max_node_count: None,
         is_default: ng.is_default.unwrap_or(false),
         stack_id: &ng.stack_id,
-        status: &ng.status,
+        status: ng.status,
         merge_labels: false,
     }
 }
@@ -162,12 +164,12 @@ fn full<'a>(ng: &'a NodeGroup, cluster: &Cluster, base: &str) -> FullView<'a> {
         image_id: &ng.image_id,
         node_addresses: raw_json(ng.node_addresses.as_deref()),
         node_count: ng.node_count.unwrap_or(1),
-        role: &ng.role,
+        role: ng.role.as_ref().map(NodegroupRole::as_str),
         min_node_count: ng.min_node_count.unwrap_or(0),
         max_node_count: ng.max_node_count,
         is_default: ng.is_default.unwrap_or(false),
         stack_id: &ng.stack_id,
-        status: &ng.status,
+        status: ng.status,
         status_reason: &ng.status_reason,
         version: &ng.version,
         merge_labels: false,

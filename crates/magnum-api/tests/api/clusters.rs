@@ -61,7 +61,7 @@ pub async fn mark_complete(s: &Server, uuid: &str) {
     let ctx = RequestContext::admin_all_tenants();
     let c = s.db.clusters().get_by_uuid(&ctx, uuid).await.unwrap();
     let mut done = c.clone();
-    done.status = Some("CREATE_COMPLETE".into());
+    done.status = "CREATE_COMPLETE".parse().ok();
     done.api_address = Some("https://10.0.0.5:6443".into());
     done.stack_id = Some("stack-1".into());
     s.db.clusters().save(&c, &done).await.unwrap();
@@ -72,7 +72,7 @@ pub async fn mark_complete(s: &Server, uuid: &str) {
             .unwrap()
     {
         let mut ok = ng.clone();
-        ok.status = Some("CREATE_COMPLETE".into());
+        ok.status = "CREATE_COMPLETE".parse().ok();
         s.db.nodegroups().save(&ng, &ok).await.unwrap();
     }
 }
@@ -521,7 +521,7 @@ async fn show_scopes_policy_and_faults() {
     let ctx = RequestContext::admin_all_tenants();
     let c = s.db.clusters().get_by_uuid(&ctx, &uuid).await.unwrap();
     let mut failed = c.clone();
-    failed.status = Some("CREATE_FAILED".into());
+    failed.status = "CREATE_FAILED".parse().ok();
     s.db.clusters().save(&c, &failed).await.unwrap();
     let ngs =
         s.db.nodegroups()
@@ -529,7 +529,7 @@ async fn show_scopes_policy_and_faults() {
             .await
             .unwrap();
     let mut broken = ngs[1].clone();
-    broken.status = Some("CREATE_FAILED".into());
+    broken.status = "CREATE_FAILED".parse().ok();
     broken.status_reason = Some("no capacity".into());
     s.db.nodegroups().save(&ngs[1], &broken).await.unwrap();
     let r = s.get(MEMBER, &path).await;

@@ -310,7 +310,7 @@ async fn nodegroup_operations_wait_for_a_stable_cluster() {
     let ctx = RequestContext::admin_all_tenants();
     let c = s.db.clusters().get_by_uuid(&ctx, &uuid).await.unwrap();
     let mut deleting = c.clone();
-    deleting.status = Some("DELETE_IN_PROGRESS".into());
+    deleting.status = "DELETE_IN_PROGRESS".parse().ok();
     s.db.clusters().save(&c, &deleting).await.unwrap();
     assert_error(
         &s.send(
@@ -353,7 +353,7 @@ async fn patch_and_delete() {
             .await
             .unwrap();
     let mut done = row.clone();
-    done.status = Some("CREATE_COMPLETE".into());
+    done.status = "CREATE_COMPLETE".parse().ok();
     s.db.nodegroups().save(&row, &done).await.unwrap();
     s.conductor.clear();
 

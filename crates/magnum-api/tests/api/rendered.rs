@@ -113,7 +113,7 @@ async fn kept_list_items_are_what_a_fresh_render_gives() {
     let groups = s.db.nodegroups().for_clusters(&uuids[..1]).await.unwrap();
     let worker = groups
         .iter()
-        .find(|g| g.role.as_deref() != Some("master"))
+        .find(|g| g.role.as_ref().map(|r| r.as_str()) != Some("master"))
         .unwrap();
     let mut bigger = worker.clone();
     bigger.node_count = Some(5);
@@ -129,7 +129,7 @@ async fn kept_list_items_are_what_a_fresh_render_gives() {
     // And a change to the cluster's own row.
     let c = s.db.clusters().get_by_uuid(&ctx, &uuids[1]).await.unwrap();
     let mut done = c.clone();
-    done.status = Some("CREATE_COMPLETE".into());
+    done.status = "CREATE_COMPLETE".parse().ok();
     s.db.clusters().save(&c, &done).await.unwrap();
     let (_, v) = text(&s, MEMBER, "1.14", clusters).await;
     assert_eq!(v["clusters"][1]["status"], json!("CREATE_COMPLETE"));

@@ -54,7 +54,7 @@ pub(crate) async fn rotate_ca(inner: &Inner, ctx: &RequestContext, uuid: &str) -
     let lock = inner.lock_for(uuid);
     let _held = lock.lock().await;
     let (cluster, ngs) = inner.load(ctx, uuid).await?;
-    if let Err(e) = ClusterOp::RotateCa.check(cluster.status.as_deref()) {
+    if let Err(e) = ClusterOp::RotateCa.check(cluster.status) {
         inner
             .notify(ctx, Action::Update, Outcome::Failure, &cluster, &ngs)
             .await;
@@ -118,7 +118,7 @@ pub(crate) async fn rotate_credential(
     uuid: &str,
 ) -> Result<()> {
     let cluster = inner.db.clusters().get_by_uuid(ctx, uuid).await?;
-    ClusterOp::RotateCredentials.check(cluster.status.as_deref())?;
+    ClusterOp::RotateCredentials.check(cluster.status)?;
     let driver = inner.driver_for(&cluster).await?;
     driver
         .rotate_credential(ctx, &super::dc(&cluster))

@@ -36,8 +36,8 @@ pub(crate) fn cert_ctx(cluster: &Cluster) -> RequestContext {
     )
 }
 
-fn status(s: ClusterStatus) -> Option<String> {
-    Some(s.as_str().to_owned())
+fn status(s: ClusterStatus) -> Option<ClusterStatus> {
+    Some(s)
 }
 
 /// Marks the cluster failed with `reason` and sends the failure notification. Reads the row

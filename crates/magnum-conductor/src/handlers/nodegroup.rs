@@ -38,7 +38,7 @@ where
     R: FnOnce(&mut NodeGroup),
 {
     let uuid = cluster.uuid.clone().unwrap_or_default();
-    let claimed = op.cluster_op().check(cluster.status.as_deref());
+    let claimed = op.cluster_op().check(cluster.status);
     let outcome = match claimed {
         Ok(()) => match save_cluster(inner, cluster, |m| {
             m.status = status(S::UpdateInProgress);
@@ -66,7 +66,7 @@ where
         if let Some(fresh) = fresh.filter(|_| touch) {
             let _ = save_ng(inner, &fresh, |m| {
                 revert(m);
-                m.status = Some(op.finished(false).as_str().to_owned());
+                m.status = Some(op.finished(false));
                 m.status_reason = Some(reason.clone());
             })
             .await;
@@ -88,7 +88,7 @@ pub(crate) async fn create(inner: &Inner, ctx: &RequestContext, req: NodegroupRe
     let lock = inner.lock_for(&req.cluster_uuid);
     let _held = lock.lock().await;
     let (cluster, ng) = load(inner, ctx, &req.cluster_uuid, &req.nodegroup_uuid).await?;
-    if ng.current_status() != Some(S::CreateInProgress) {
+    if ng.status != Some(S::CreateInProgress) {
         return Ok(());
     }
     let call = async |c: &Cluster| {
@@ -108,7 +108,7 @@ pub(crate) async fn update(
     let lock = inner.lock_for(&req.cluster_uuid);
     let _held = lock.lock().await;
     let (cluster, ng) = load(inner, ctx, &req.cluster_uuid, &req.nodegroup_uuid).await?;
-    NodegroupOp::Update.check(ng.status.as_deref())?;
+    NodegroupOp::Update.check(ng.status)?;
     let old = ng.clone();
     let patch = |m: &mut NodeGroup| {
         if req.min_node_count.is_some() {
@@ -151,7 +151,7 @@ pub(crate) async fn delete(inner: &Inner, ctx: &RequestContext, req: NodegroupRe
     let lock = inner.lock_for(&req.cluster_uuid);
     let _held = lock.lock().await;
     let (cluster, ng) = load(inner, ctx, &req.cluster_uuid, &req.nodegroup_uuid).await?;
-    if ng.current_status() == Some(S::DeleteInProgress) {
+    if ng.status == Some(S::DeleteInProgress) {
         return Ok(());
     }
     let call = async |c: &Cluster| {

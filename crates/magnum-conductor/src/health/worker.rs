@@ -233,7 +233,7 @@ async fn material_of<'a>(
 
 /// Writes the health when it changed; a row changed meanwhile is left for the next round.
 async fn record(inner: &Inner, c: &Cluster, status: H, reason: Map<String, Value>) {
-    let status = Some(status.as_str().to_owned());
+    let status = Some(status);
     let reason = Some(magnum_db::json::dumps(&reason));
     if c.health_status == status && c.health_status_reason == reason {
         return;

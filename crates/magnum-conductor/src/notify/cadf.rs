@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, NaiveDateTime, Utc};
 use magnum_core::RequestContext;
+use magnum_core::model::NodegroupRole;
 use magnum_db::repo::cluster::Cluster;
 use magnum_db::repo::nodegroup::NodeGroup;
 use serde_json::{Map, Value, json};
@@ -14,7 +15,6 @@ use super::{Action, Outcome};
 const EVENT_TYPE_URI: &str = "http://schemas.dmtf.org/cloud/audit/1.0/event";
 const CLUSTER_TYPE_URI: &str = "service/magnum/cluster";
 const USER_TYPE_URI: &str = "service/security/account/user";
-const MASTER_ROLE: &str = "master";
 
 /// pycadf's `AUDIT_NS`: the first 128 bits of SHA-256 of `[audit] namespace`, or none when
 /// the namespace is empty.
@@ -77,7 +77,7 @@ fn addresses(ng: &NodeGroup) -> Vec<Value> {
 }
 
 fn is_master(ng: &NodeGroup) -> bool {
-    ng.role.as_deref() == Some(MASTER_ROLE)
+    ng.role.as_ref().is_some_and(NodegroupRole::is_master)
 }
 
 /// The CADF event of a cluster operation, as upstream emits it.
@@ -140,7 +140,7 @@ pub(crate) fn cadf_event_in(
     };
 
     let content = json!({
-        "status": opt_str(&cluster.status),
+        "status": cluster.status.map_or(Value::Null, Value::from),
         "status_reason": opt_str(&cluster.status_reason),
         "project_id": opt_str(&cluster.project_id),
         "created_at": object_time(cluster.created_at),
@@ -152,7 +152,7 @@ pub(crate) fn cadf_event_in(
         "master_flavor_id": opt_str(&cluster.master_flavor_id),
         "flavor_id": opt_str(&cluster.flavor_id),
         "stack_id": opt_str(&cluster.stack_id),
-        "health_status": opt_str(&cluster.health_status),
+        "health_status": cluster.health_status.map_or(Value::Null, Value::from),
         "create_timeout": opt_int(cluster.create_timeout),
         "api_address": opt_str(&cluster.api_address),
         "discovery_url": opt_str(&cluster.discovery_url),

@@ -53,7 +53,7 @@ fn cluster_from(payload: &Value) -> (Cluster, Vec<NodeGroup>) {
     let cluster = Cluster {
         uuid: s(&target["id"]),
         name: s(&target["name"]),
-        status: s(&c["status"]),
+        status: s(&c["status"]).and_then(|v| v.parse().ok()),
         status_reason: s(&c["status_reason"]),
         project_id: s(&c["project_id"]),
         created_at: t(&c["created_at"]),
@@ -65,7 +65,7 @@ fn cluster_from(payload: &Value) -> (Cluster, Vec<NodeGroup>) {
         master_flavor_id: s(&c["master_flavor_id"]),
         flavor_id: s(&c["flavor_id"]),
         stack_id: s(&c["stack_id"]),
-        health_status: s(&c["health_status"]),
+        health_status: s(&c["health_status"]).and_then(|v| v.parse().ok()),
         create_timeout: i(&c["create_timeout"]),
         api_address: s(&c["api_address"]),
         discovery_url: s(&c["discovery_url"]),

@@ -121,7 +121,7 @@ fn ng(name: &str, role: &str, count: i32) -> NodeGroup {
         is_default: Some(true),
         node_count: Some(count),
         project_id: PROJECT.into(),
-        status: Some("CREATE_IN_PROGRESS".into()),
+        status: "CREATE_IN_PROGRESS".parse().ok(),
         labels: Some("{}".into()),
         ..NodeGroup::default()
     }
@@ -139,7 +139,7 @@ impl Env {
                     project_id: Some(PROJECT.into()),
                     user_id: Some(USER.into()),
                     cluster_template_id: Some(self.template.clone()),
-                    status: Some("CREATE_IN_PROGRESS".into()),
+                    status: "CREATE_IN_PROGRESS".parse().ok(),
                     create_timeout: Some(60),
                     labels: Some(labels.into()),
                     ..Cluster::default()
@@ -188,7 +188,7 @@ impl Env {
     async fn wait_for(&self, uuid: &str, want: Option<&str>) -> Option<Cluster> {
         for _ in 0..200 {
             let c = self.cluster(uuid).await;
-            if c.as_ref().and_then(|c| c.status.as_deref()) == want
+            if c.as_ref().and_then(|c| c.status.map(|s| s.as_str())) == want
                 || (want.is_none() && c.is_none())
             {
                 return c;
@@ -198,7 +198,7 @@ impl Env {
         let c = self.cluster(uuid).await;
         panic!(
             "cluster {uuid} never reached {want:?}; it is {:?} ({:?})",
-            c.as_ref().and_then(|c| c.status.clone()),
+            c.as_ref().and_then(|c| c.status),
             c.as_ref().and_then(|c| c.status_reason.clone())
         );
     }
@@ -258,7 +258,7 @@ async fn create_reaches_complete_with_certificates_addresses_and_events() {
             .starts_with("https://192.0.2.")
     );
     assert!(c.coe_version.is_some());
-    assert_eq!(c.health_status.as_deref(), Some("HEALTHY"));
+    assert_eq!(c.health_status.map(|s| s.as_str()), Some("HEALTHY"));
     assert_eq!(c.health_status_reason.as_deref(), Some(r#"{"api": "ok"}"#));
     for r in [
         &c.ca_cert_ref,
@@ -272,7 +272,7 @@ async fn create_reaches_complete_with_certificates_addresses_and_events() {
     let ngs = e.ngs(&uuid).await;
     assert!(
         ngs.iter()
-            .all(|n| n.status.as_deref() == Some("CREATE_COMPLETE"))
+            .all(|n| n.status.map(|s| s.as_str()) == Some("CREATE_COMPLETE"))
     );
     let worker = ngs.iter().find(|n| n.name == "default-worker").unwrap();
     let addrs: Vec<String> =
@@ -364,7 +364,7 @@ async fn update_resize_upgrade_and_their_preconditions() {
     };
     e.conductor.cluster_update(&ctx(), update(4)).await.unwrap();
     assert_eq!(
-        e.cluster(&uuid).await.unwrap().status.as_deref(),
+        e.cluster(&uuid).await.unwrap().status.map(|s| s.as_str()),
         Some("UPDATE_IN_PROGRESS"),
         "the status moves before the driver returns"
     );
@@ -402,7 +402,7 @@ async fn update_resize_upgrade_and_their_preconditions() {
         .find(|n| n.name == "default-worker")
         .unwrap();
     assert_eq!(worker.node_count, Some(1));
-    assert_eq!(worker.status.as_deref(), Some("UPDATE_COMPLETE"));
+    assert_eq!(worker.status.map(|s| s.as_str()), Some("UPDATE_COMPLETE"));
 
     let newer =
         e.db.cluster_templates()
@@ -509,7 +509,7 @@ async fn nodegroups_create_update_delete_and_fail() {
         project_id: PROJECT.into(),
         role: Some("worker".into()),
         node_count: Some(3),
-        status: Some("CREATE_IN_PROGRESS".into()),
+        status: "CREATE_IN_PROGRESS".parse().ok(),
         labels: Some(labels.into()),
         ..NodeGroup::default()
     };
@@ -529,7 +529,7 @@ async fn nodegroups_create_update_delete_and_fail() {
         .into_iter()
         .find(|n| n.name == "extra")
         .unwrap();
-    assert_eq!(got.status.as_deref(), Some("CREATE_COMPLETE"));
+    assert_eq!(got.status.map(|s| s.as_str()), Some("CREATE_COMPLETE"));
 
     e.conductor
         .nodegroup_update(
@@ -588,7 +588,7 @@ async fn nodegroups_create_update_delete_and_fail() {
         .into_iter()
         .find(|n| n.name == "bad")
         .unwrap();
-    assert_eq!(got.status.as_deref(), Some("CREATE_FAILED"));
+    assert_eq!(got.status.map(|s| s.as_str()), Some("CREATE_FAILED"));
     // Nodegroup operations send no notifications; the cluster's own events are there.
     assert!(
         e.events()
@@ -675,7 +675,7 @@ async fn create_timeout_fails_a_create_that_never_finishes() {
     let uuid = e.create("hang", r#"{"simulated_hang": "create"}"#).await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert_eq!(
-        e.cluster(&uuid).await.unwrap().status.as_deref(),
+        e.cluster(&uuid).await.unwrap().status.map(|s| s.as_str()),
         Some("CREATE_IN_PROGRESS")
     );
     // Two hours ago, with a 60-minute timeout.
@@ -693,7 +693,7 @@ async fn create_timeout_fails_a_create_that_never_finishes() {
         e.ngs(&uuid)
             .await
             .iter()
-            .all(|n| n.status.as_deref() == Some("CREATE_FAILED"))
+            .all(|n| n.status.map(|s| s.as_str()) == Some("CREATE_FAILED"))
     );
 }
 
@@ -848,7 +848,7 @@ async fn five_clusters(e: &Env, template: &str) -> Vec<String> {
                         project_id: Some(PROJECT.into()),
                         user_id: Some(USER.into()),
                         cluster_template_id: Some(template.to_owned()),
-                        status: Some(status.into()),
+                        status: status.parse().ok(),
                         stack_id: Some(format!("stack-{i}")),
                         create_timeout: Some(60),
                         ..Cluster::default()
@@ -896,7 +896,8 @@ async fn stacks_env(stacks: &[(&str, &str)]) -> (Env, String) {
 async fn statuses(e: &Env, uuids: &[String]) -> Vec<Option<String>> {
     let mut out = Vec::new();
     for u in uuids {
-        out.push(e.cluster(u).await.and_then(|c| c.status));
+        let status = e.cluster(u).await.and_then(|c| c.status);
+        out.push(status.map(|s| s.as_str().to_owned()));
     }
     out
 }

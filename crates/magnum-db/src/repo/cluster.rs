@@ -18,23 +18,12 @@ use crate::entity::{cluster, nodegroup};
 use crate::errors::map_db_err;
 use crate::rows::{self, EngineRow};
 
-pub use cluster::Model as Cluster;
+pub use crate::records::Cluster;
 
 impl Cluster {
-    /// The stored status as the enum the services and the conductor reason with; `None`
-    /// when unset or a text no release of Magnum writes (shown as stored, never acted on).
     /// The uuid as its newtype (empty for a row without one, which nothing writes).
     pub fn ident(&self) -> magnum_core::ids::ClusterUuid {
         self.uuid.clone().unwrap_or_default().into()
-    }
-
-    pub fn current_status(&self) -> Option<ClusterStatus> {
-        self.status.as_deref()?.parse().ok()
-    }
-
-    /// The stored health status as its enum (`None` when unset or unknown).
-    pub fn current_health_status(&self) -> Option<magnum_core::status::ClusterHealthStatus> {
-        self.health_status.as_deref()?.parse().ok()
     }
 }
 
@@ -273,13 +262,12 @@ where
     sea_query_sqlx::SqlxValues: sqlx::IntoArguments<DB>,
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
 {
-    use crate::repo::nodegroup::NodeGroup;
     use crate::rows::Positional;
     use futures::TryStreamExt;
     let missing = || sea_orm::DbErr::Custom("no id column".into());
-    let id = Cluster::column("id").ok_or_else(missing)?;
-    let ng_first = Cluster::COLUMNS.len();
-    let ng_id = ng_first + NodeGroup::column("id").ok_or_else(missing)?;
+    let id = cluster::Model::column("id").ok_or_else(missing)?;
+    let ng_first = cluster::Model::COLUMNS.len();
+    let ng_id = ng_first + nodegroup::Model::column("id").ok_or_else(missing)?;
     let mut rows = rows::sqlx_query::<DB>(stmt).fetch(&mut **conn);
     let mut current: Option<Swept> = None;
     let (mut n, mut open) = (0, true);
@@ -288,13 +276,13 @@ where
         let this = c.int(id)?;
         let done = match &current {
             Some((cluster, _)) if Some(cluster.id) == this => None,
-            _ => current.replace((Cluster::decode(&c)?, Vec::new())),
+            _ => current.replace((cluster::Model::decode(&c)?.into(), Vec::new())),
         };
         if nodegroups
             && c.int(ng_id)?.is_some()
             && let Some((_, ngs)) = current.as_mut()
         {
-            ngs.push(NodeGroup::decode_at(&c, ng_first)?);
+            ngs.push(nodegroup::Model::decode_at(&c, ng_first)?.into());
         }
         drop(row);
         if let Some(done) = done {
@@ -384,7 +372,7 @@ impl ClusterRepo<'_> {
     /// uuid, created_at, `{}` for JSON dicts, floating_ip_enabled=true, master_lb_enabled=false.
     pub async fn create(&self, mut c: Cluster) -> Result<Cluster> {
         let uuid = new_row_defaults(&mut c);
-        super::insert::<cluster::Entity, _>(self.db, c, || Error::ClusterAlreadyExists { uuid })
+        super::insert::<cluster::Entity, _, _>(self.db, c, || Error::ClusterAlreadyExists { uuid })
             .await
     }
 
@@ -396,7 +384,7 @@ impl ClusterRepo<'_> {
     pub async fn create_with_nodegroups(
         &self,
         mut c: Cluster,
-        nodegroups: Vec<nodegroup::Model>,
+        nodegroups: Vec<crate::records::NodeGroup>,
         quota: Option<ClusterQuota>,
     ) -> Result<Cluster> {
         let uuid = new_row_defaults(&mut c);
@@ -406,7 +394,7 @@ impl ClusterRepo<'_> {
                 super::nodegroup::new_row_defaults(&mut ng);
                 ng.cluster_id = uuid.clone();
                 ng.created_at = c.created_at;
-                ng
+                nodegroup::Model::from(ng)
             })
             .collect();
         let backend = self.db.backend();
@@ -422,7 +410,7 @@ impl ClusterRepo<'_> {
                             return Err(Error::cluster_quota_exceeded(q.limit).into());
                         }
                     }
-                    let c = super::insert_in::<cluster::Entity, _, _>(txn, c, || {
+                    let c = super::insert_in::<cluster::Entity, _, _>(txn, c.into(), || {
                         Error::ClusterAlreadyExists { uuid }
                     })
                     .await?;
@@ -437,6 +425,7 @@ impl ClusterRepo<'_> {
                 })
             })
             .await
+            .map(Cluster::from)
     }
 
     fn scoped(ctx: &RequestContext) -> sea_orm::Select<cluster::Entity> {
@@ -595,7 +584,7 @@ impl ClusterRepo<'_> {
             .uuid
             .clone()
             .unwrap_or_else(|| original.id.to_string());
-        save::<cluster::Entity>(self.db, original, modified, "Cluster", not_found(&label)).await
+        save::<cluster::Entity, _>(self.db, original, modified, "Cluster", not_found(&label)).await
     }
 
     pub async fn destroy(&self, ident: &Identity) -> Result<()> {
@@ -606,15 +595,19 @@ impl ClusterRepo<'_> {
     /// Remove a cluster whose deletion completed together with all its nodegroups, in one
     /// transaction (upstream removed them one by one), but only while it is still in
     /// `expected_status`: a cluster someone moved on meanwhile is left alone (false).
-    pub async fn destroy_with_nodegroups(&self, uuid: &str, expected_status: &str) -> Result<bool> {
-        let (uuid, expected) = (uuid.to_owned(), expected_status.to_owned());
+    pub async fn destroy_with_nodegroups(
+        &self,
+        uuid: &str,
+        expected_status: ClusterStatus,
+    ) -> Result<bool> {
+        let (uuid, expected) = (uuid.to_owned(), expected_status.as_str());
         self.db
             .tx(move |txn| {
-                let (uuid, expected) = (uuid.clone(), expected.clone());
+                let uuid = uuid.clone();
                 Box::pin(async move {
                     let res = cluster::Entity::delete_many()
                         .filter(cluster::Column::Uuid.eq(uuid.as_str()))
-                        .filter(cluster::Column::Status.eq(expected.as_str()))
+                        .filter(cluster::Column::Status.eq(expected))
                         .exec(txn)
                         .await?;
                     if res.rows_affected == 0 {
@@ -746,7 +739,6 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
-    use crate::entity::cluster_template;
     use crate::repo::cluster_template::TemplateRow;
     use crate::url::{DbUrl, Engine};
     use crate::{DbSettings, Page};
@@ -892,7 +884,7 @@ mod tests {
                         name: text(name),
                         project_id: text("p"),
                         user_id: text("u"),
-                        status: (i != 1).then(|| "CREATE_COMPLETE".into()),
+                        status: (i != 1).then_some(ClusterStatus::CreateComplete),
                         labels: text(r#"{"k": "v"}"#),
                         create_timeout: (i == 0).then_some(60),
                         docker_volume_size: Some(i as i32),
@@ -907,12 +899,12 @@ mod tests {
                     (Some("w"), Some(2)),
                 ] {
                     db.nodegroups()
-                        .create(nodegroup::Model {
+                        .create(crate::records::NodeGroup {
                             uuid: uuid::Uuid::new_v4().to_string(),
                             name: format!("g-{role:?}"),
                             cluster_id: c.uuid.clone().unwrap(),
                             project_id: "p".into(),
-                            role: role.map(str::to_owned),
+                            role: role.map(Into::into),
                             node_count: count,
                             ..Default::default()
                         })
@@ -936,7 +928,11 @@ mod tests {
             for (b, f) in brief.iter().zip(&full) {
                 assert_eq!(b.uuid, f.uuid, "{engine}");
                 assert_eq!(b.name, f.name, "{engine}");
-                assert_eq!(b.status, f.status, "{engine}");
+                assert_eq!(
+                    b.status.as_deref(),
+                    f.status.map(|s| s.as_str()),
+                    "{engine}"
+                );
                 assert_eq!(b.labels, f.labels, "{engine}");
                 assert_eq!(b.create_timeout, f.create_timeout, "{engine}");
                 assert_eq!(b.docker_volume_size, f.docker_volume_size, "{engine}");
@@ -946,7 +942,7 @@ mod tests {
 
             let t = db
                 .cluster_templates()
-                .create(cluster_template::Model {
+                .create(crate::records::ClusterTemplate {
                     name: text("t\"\\"),
                     image_id: text("img"),
                     coe: text("kubernetes"),

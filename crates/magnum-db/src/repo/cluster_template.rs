@@ -15,7 +15,7 @@ use crate::Database;
 use crate::entity::{cluster, cluster_template};
 use crate::rows::Cols;
 
-pub use cluster_template::Model as ClusterTemplate;
+pub use crate::records::ClusterTemplate;
 
 impl ClusterTemplate {
     /// The uuid as its newtype (empty for a row without one, which nothing writes).
@@ -209,7 +209,7 @@ impl ClusterTemplateRepo<'_> {
             b.get_or_insert(false);
         }
         t.floating_ip_enabled.get_or_insert(true);
-        super::insert::<cluster_template::Entity, _>(self.db, t, || {
+        super::insert::<cluster_template::Entity, _, _>(self.db, t, || {
             Error::ClusterTemplateAlreadyExists { uuid }
         })
         .await
@@ -314,7 +314,9 @@ impl ClusterTemplateRepo<'_> {
             .uuid
             .clone()
             .unwrap_or_else(|| original.id.to_string());
-        let changes = diff::<cluster_template::Entity>(original, modified, "ClusterTemplate")?;
+        let (before, after): (cluster_template::Model, cluster_template::Model) =
+            (original.clone().into(), modified.clone().into());
+        let changes = diff::<cluster_template::Entity>(&before, &after, "ClusterTemplate")?;
         if changes.is_empty() {
             return Ok(original.clone());
         }
@@ -337,7 +339,7 @@ impl ClusterTemplateRepo<'_> {
                 });
             }
         }
-        update_row::<cluster_template::Entity>(
+        update_row::<cluster_template::Entity, _>(
             self.db,
             original.id,
             changes,
@@ -355,7 +357,8 @@ impl ClusterTemplateRepo<'_> {
             cluster_template::Column::Uuid,
         );
         let row = cluster_template::Entity::find().filter(cond.clone());
-        let row = fetch_one(self.db.conn(), row, || not_found(&ident.to_string()).err()).await?;
+        let row: ClusterTemplate =
+            fetch_one(self.db.conn(), row, || not_found(&ident.to_string()).err()).await?;
         if let Some(uuid) = &row.uuid
             && self.usage(uuid).await? > 0
         {

@@ -11,7 +11,7 @@ use super::{
 use crate::Database;
 use crate::entity::federation;
 
-pub use federation::Model as Federation;
+pub use crate::records::Federation;
 
 /// Upstream's federation list filters; JSON ones compare serialised text.
 #[derive(Clone, Debug, Default)]
@@ -49,7 +49,7 @@ impl FederationRepo<'_> {
         f.updated_at = None;
         json_default(&mut f.member_ids, "[]");
         json_default(&mut f.properties, "{}");
-        super::insert::<federation::Entity, _>(self.db, f, || Error::FederationAlreadyExists {
+        super::insert::<federation::Entity, _, _>(self.db, f, || Error::FederationAlreadyExists {
             uuid,
         })
         .await
@@ -111,7 +111,7 @@ impl FederationRepo<'_> {
             .uuid
             .clone()
             .unwrap_or_else(|| original.id.to_string());
-        save::<federation::Entity>(self.db, original, modified, "Federation", not_found(&label))
+        save::<federation::Entity, _>(self.db, original, modified, "Federation", not_found(&label))
             .await
     }
 

@@ -10,7 +10,7 @@ use crate::Database;
 use crate::entity::magnum_service;
 use crate::errors::{TxError, map_db_err};
 
-pub use magnum_service::Model as MagnumService;
+pub use crate::records::MagnumService;
 
 pub struct MagnumServiceRepo<'a> {
     db: &'a Database,
@@ -49,6 +49,7 @@ impl MagnumServiceRepo<'_> {
             .filter(host_binary(host, binary))
             .one(self.db.conn())
             .await
+            .map(|row| row.map(Into::into))
             .map_err(map_db_err)
     }
 
@@ -63,7 +64,7 @@ impl MagnumServiceRepo<'_> {
             forced_down: Some(false),
             ..MagnumService::default()
         };
-        match super::insert::<magnum_service::Entity, _>(self.db, row, || {
+        match super::insert::<magnum_service::Entity, _, _>(self.db, row, || {
             Error::MagnumServiceAlreadyExists {
                 id: format!("{}/{binary}", host.unwrap_or("")),
             }
@@ -137,7 +138,7 @@ impl MagnumServiceRepo<'_> {
         if let Some(f) = forced_down {
             push(C::ForcedDown, f.into());
         }
-        update_row::<magnum_service::Entity>(
+        update_row::<magnum_service::Entity, _>(
             self.db,
             id,
             changes,

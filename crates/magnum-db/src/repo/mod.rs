@@ -118,14 +118,15 @@ fn is_null(v: &Value) -> bool {
 /// `ORDER BY sort_key dir, id dir` plus the keyset predicate after `page.marker`, then LIMIT.
 /// NULL marker values drop their terms as oslo.db does; PostgreSQL is told to put NULLs first
 /// in ascending order, as MySQL and SQLite do.
-pub(crate) fn paginate<E>(
+pub(crate) fn paginate<E, R>(
     backend: DbBackend,
     mut q: Select<E>,
-    page: &Page<E::Model>,
+    page: &Page<R>,
 ) -> Result<Select<E>>
 where
     E: EntityTrait,
     E::Model: ModelTrait<Entity = E>,
+    R: Clone + Into<E::Model>,
 {
     let id = column::<E>("id")?;
     let mut keys = Vec::with_capacity(2);
@@ -138,6 +139,7 @@ where
         SortDir::Desc => Order::Desc,
     };
     if let Some(marker) = &page.marker {
+        let marker: E::Model = marker.clone().into();
         let values: Vec<Value> = keys.iter().map(|k| marker.get(*k)).collect();
         let mut any = Condition::any();
         for i in 0..keys.len() {
@@ -175,49 +177,57 @@ where
     Ok(q)
 }
 
-pub(crate) async fn fetch_one<E, C>(
+pub(crate) async fn fetch_one<E, C, R>(
     conn: &C,
     q: Select<E>,
     not_found: impl FnOnce() -> Error,
-) -> Result<E::Model>
+) -> Result<R>
 where
     E: EntityTrait,
     E::Model: crate::rows::Positional,
     C: ConnectionTrait,
+    R: From<E::Model>,
 {
     crate::rows::load(conn, q.limit(1))
         .await?
         .pop()
+        .map(R::from)
         .ok_or_else(not_found)
 }
 
 /// A lookup by name: none is not-found, more than one is upstream's 409 "Multiple ...".
-pub(crate) async fn fetch_by_name<E, C>(
+pub(crate) async fn fetch_by_name<E, C, R>(
     conn: &C,
     q: Select<E>,
     not_found: impl FnOnce() -> Error,
     multiple: impl FnOnce() -> Error,
-) -> Result<E::Model>
+) -> Result<R>
 where
     E: EntityTrait,
     E::Model: crate::rows::Positional,
     C: ConnectionTrait,
+    R: From<E::Model>,
 {
     let mut rows = crate::rows::load(conn, q.limit(2)).await?;
     match rows.len() {
         0 => Err(not_found()),
-        1 => Ok(rows.remove(0)),
+        1 => Ok(rows.remove(0).into()),
         _ => Err(multiple()),
     }
 }
 
-pub(crate) async fn fetch_all<E, C>(conn: &C, q: Select<E>) -> Result<Vec<E::Model>>
+pub(crate) async fn fetch_all<E, C, R>(conn: &C, q: Select<E>) -> Result<Vec<R>>
 where
     E: EntityTrait,
     E::Model: crate::rows::Positional,
     C: ConnectionTrait,
+    R: From<E::Model>,
 {
-    crate::rows::load(conn, q).await
+    Ok(crate::rows::load(conn, q)
+        .await?
+        .into_iter()
+        .map(R::from)
+        .collect())
 }
 
 pub(crate) async fn count<E, C>(conn: &C, q: Select<E>) -> Result<u64>
@@ -231,23 +241,24 @@ where
 }
 
 /// INSERT every column of `model` except the auto-increment id, and return the stored row.
-pub(crate) async fn insert<E, A>(
+pub(crate) async fn insert<E, A, R>(
     db: &Database,
-    model: E::Model,
+    record: R,
     duplicate: impl FnOnce() -> Error,
-) -> Result<E::Model>
+) -> Result<R>
 where
     E: EntityTrait,
     E::Model: IntoActiveModel<A>,
     A: ActiveModelTrait<Entity = E> + sea_orm::ActiveModelBehavior + Send,
+    R: Into<E::Model> + From<E::Model>,
 {
     // sea-orm inserts, then reads the row back by its new id: on a pool those can be two
     // connections, and behind HAProxy two Galera nodes, the second of which may not have
     // applied the insert yet ("Failed to find inserted item"). A transaction holds one.
     let txn = db.conn().begin().await.map_err(map_db_err)?;
-    let row = insert_in::<E, A, _>(&txn, model, duplicate).await?;
+    let row = insert_in::<E, A, _>(&txn, record.into(), duplicate).await?;
     txn.commit().await.map_err(map_db_err)?;
-    Ok(row)
+    Ok(row.into())
 }
 
 /// `insert` on a given connection or transaction.
@@ -343,16 +354,17 @@ where
 /// increments from the same read must not count once), then
 /// `UPDATE` only the changed columns and `updated_at`. Deadlocks and busy errors re-run the
 /// whole transaction on fresh data. Returns the row as stored.
-pub(crate) async fn update_row<E>(
+pub(crate) async fn update_row<E, R>(
     db: &Database,
     id: i32,
     changes: Vec<Change<E::Column>>,
     resource: &'static str,
     missing: Missing,
-) -> Result<E::Model>
+) -> Result<R>
 where
     E: EntityTrait,
     E::Model: ModelTrait<Entity = E> + Send + Sync,
+    R: From<E::Model>,
 {
     let id_col = column::<E>("id")?;
     let updated_at = column::<E>("updated_at")?;
@@ -398,6 +410,7 @@ where
         })
     })
     .await
+    .map(R::from)
 }
 
 fn uuid_or_id<M: ModelTrait>(m: &M, id: i32) -> String {
@@ -408,23 +421,26 @@ fn uuid_or_id<M: ModelTrait>(m: &M, id: i32) -> String {
 }
 
 /// Guarded save: the changes between `original` (as read) and `modified`.
-pub(crate) async fn save<E>(
+pub(crate) async fn save<E, R>(
     db: &Database,
-    original: &E::Model,
-    modified: &E::Model,
+    original: &R,
+    modified: &R,
     resource: &'static str,
     missing: Missing,
-) -> Result<E::Model>
+) -> Result<R>
 where
     E: EntityTrait,
     E::Model: ModelTrait<Entity = E> + Send + Sync,
+    R: Clone + Into<E::Model> + From<E::Model>,
 {
-    let changes = diff::<E>(original, modified, resource)?;
+    let (original, modified): (E::Model, E::Model) =
+        (original.clone().into(), modified.clone().into());
+    let changes = diff::<E>(&original, &modified, resource)?;
     let id = match original.get(column::<E>("id")?) {
         Value::Int(Some(id)) => id,
         _ => return Err(missing.err()),
     };
-    update_row::<E>(db, id, changes, resource, missing).await
+    update_row::<E, R>(db, id, changes, resource, missing).await
 }
 
 /// `DELETE … WHERE <condition>`; no row deleted is not-found.

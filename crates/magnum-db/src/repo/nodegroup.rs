@@ -2,7 +2,6 @@
 //! see their own project's nodegroups, admins see all (upstream ignores all_tenants here).
 
 use magnum_core::ids::Identity;
-use magnum_core::status::ClusterStatus;
 use magnum_core::{Error, RequestContext, Result};
 use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder};
 
@@ -13,18 +12,12 @@ use super::{
 use crate::Database;
 use crate::entity::nodegroup;
 
-pub use nodegroup::Model as NodeGroup;
+pub use crate::records::NodeGroup;
 
 impl NodeGroup {
-    /// The stored status as the enum the services and the conductor reason with; `None`
-    /// when unset or a text no release of Magnum writes (shown as stored, never acted on).
     /// The uuid as its newtype (empty for a row without one, which nothing writes).
     pub fn ident(&self) -> magnum_core::ids::NodeGroupUuid {
         self.uuid.clone().into()
-    }
-
-    pub fn current_status(&self) -> Option<ClusterStatus> {
-        self.status.as_deref()?.parse().ok()
     }
 }
 
@@ -82,7 +75,7 @@ impl NodeGroupRepo<'_> {
     pub async fn create(&self, mut ng: NodeGroup) -> Result<NodeGroup> {
         new_row_defaults(&mut ng);
         let (name, cluster_id) = (ng.name.clone(), ng.cluster_id.clone());
-        super::insert::<nodegroup::Entity, _>(self.db, ng, || Error::NodeGroupAlreadyExists {
+        super::insert::<nodegroup::Entity, _, _>(self.db, ng, || Error::NodeGroupAlreadyExists {
             name,
             cluster_id,
         })
@@ -209,7 +202,7 @@ impl NodeGroupRepo<'_> {
 
     /// Guarded save of the fields that differ between `original` and `modified`.
     pub async fn save(&self, original: &NodeGroup, modified: &NodeGroup) -> Result<NodeGroup> {
-        save::<nodegroup::Entity>(
+        save::<nodegroup::Entity, _>(
             self.db,
             original,
             modified,

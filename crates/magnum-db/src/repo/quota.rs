@@ -8,7 +8,7 @@ use super::{Change, Missing, Page, delete_where, fetch_all, fetch_one, now, pagi
 use crate::Database;
 use crate::entity::quotas;
 
-pub use quotas::Model as Quota;
+pub use crate::records::Quota;
 
 #[derive(Clone, Debug, Default)]
 pub struct QuotaFilters {
@@ -49,7 +49,7 @@ impl QuotaRepo<'_> {
             ..Quota::default()
         };
         let (project_id, resource) = (project_id.to_owned(), resource.to_owned());
-        super::insert::<quotas::Entity, _>(self.db, q, || Error::QuotaAlreadyExists {
+        super::insert::<quotas::Entity, _, _>(self.db, q, || Error::QuotaAlreadyExists {
             project_id,
             resource,
         })
@@ -93,7 +93,7 @@ impl QuotaRepo<'_> {
             new: hard_limit.into(),
             expected: None,
         };
-        update_row::<quotas::Entity>(
+        update_row::<quotas::Entity, _>(
             self.db,
             row.id,
             vec![change],

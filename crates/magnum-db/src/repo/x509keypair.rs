@@ -11,7 +11,7 @@ use super::{
 use crate::Database;
 use crate::entity::x509keypair;
 
-pub use x509keypair::Model as X509KeyPair;
+pub use crate::records::X509KeyPair;
 
 #[derive(Clone, Debug, Default)]
 pub struct X509KeyPairFilters {
@@ -49,7 +49,7 @@ impl X509KeyPairRepo<'_> {
         let uuid = ensure_uuid(&mut k.uuid);
         k.created_at = Some(now());
         k.updated_at = None;
-        super::insert::<x509keypair::Entity, _>(self.db, k, || Error::X509KeyPairAlreadyExists {
+        super::insert::<x509keypair::Entity, _, _>(self.db, k, || Error::X509KeyPairAlreadyExists {
             uuid,
         })
         .await
@@ -90,7 +90,7 @@ impl X509KeyPairRepo<'_> {
             .uuid
             .clone()
             .unwrap_or_else(|| original.id.to_string());
-        save::<x509keypair::Entity>(
+        save::<x509keypair::Entity, _>(
             self.db,
             original,
             modified,

@@ -2,23 +2,31 @@
 
 use std::sync::Arc;
 
+use magnum_core::status::{ClusterHealthStatus, ClusterStatus};
 use magnum_core::{Error, RequestContext};
 use magnum_db::repo::cluster::Cluster;
 use tokio::sync::Barrier;
 
 use crate::on_every_engine;
 
-type Setter = fn(&mut Cluster, String);
+/// Sets a field to a value that depends on the writer's index.
+type Setter = fn(&mut Cluster, usize);
 
 const FIELDS: [(&str, Setter); 8] = [
-    ("status", |c, v| c.status = Some(v)),
-    ("status_reason", |c, v| c.status_reason = Some(v)),
-    ("api_address", |c, v| c.api_address = Some(v)),
-    ("coe_version", |c, v| c.coe_version = Some(v)),
-    ("stack_id", |c, v| c.stack_id = Some(v)),
-    ("discovery_url", |c, v| c.discovery_url = Some(v)),
-    ("keypair", |c, v| c.keypair = Some(v)),
-    ("health_status", |c, v| c.health_status = Some(v)),
+    ("status", |c, i| c.status = Some(ClusterStatus::ALL[i])),
+    ("status_reason", |c, i| {
+        c.status_reason = Some(format!("V{i}"))
+    }),
+    ("api_address", |c, i| c.api_address = Some(format!("V{i}"))),
+    ("coe_version", |c, i| c.coe_version = Some(format!("V{i}"))),
+    ("stack_id", |c, i| c.stack_id = Some(format!("V{i}"))),
+    ("discovery_url", |c, i| {
+        c.discovery_url = Some(format!("V{i}"))
+    }),
+    ("keypair", |c, i| c.keypair = Some(format!("V{i}"))),
+    ("health_status", |c, i| {
+        c.health_status = Some(ClusterHealthStatus::ALL[i % ClusterHealthStatus::ALL.len()])
+    }),
 ];
 
 async fn seed(db: &magnum_db::Database) -> Cluster {
@@ -48,7 +56,7 @@ async fn concurrent_saves_of_different_fields_all_persist() {
                 let original = db.clusters().get_by_uuid(&ctx, &uuid).await.unwrap();
                 barrier.wait().await;
                 let mut mine = original.clone();
-                set(&mut mine, format!("V{i}"));
+                set(&mut mine, i);
                 db.clusters().save(&original, &mine).await
             }));
         }
@@ -58,7 +66,7 @@ async fn concurrent_saves_of_different_fields_all_persist() {
         let after = t.db.clusters().get_by_uuid(&ctx, &uuid).await.unwrap();
         for (i, (name, set)) in FIELDS.into_iter().enumerate() {
             let mut expected = after.clone();
-            set(&mut expected, format!("V{i}"));
+            set(&mut expected, i);
             assert_eq!(after, expected, "{}: field {name} was lost", t.engine);
         }
         assert!(after.updated_at.is_some());
@@ -175,7 +183,7 @@ async fn concurrent_quota_checked_creates_never_overshoot_the_limit() {
             name: Some(name),
             project_id: Some(project.into()),
             user_id: Some("u".into()),
-            status: Some("CREATE_IN_PROGRESS".into()),
+            status: "CREATE_IN_PROGRESS".parse().ok(),
             ..Default::default()
         };
         let groups = [("master", 1), ("worker", 2)].map(|(role, count)| NodeGroup {

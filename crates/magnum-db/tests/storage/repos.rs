@@ -2,6 +2,7 @@
 //! defaults, JSON text and error kinds.
 
 use magnum_core::ids::Identity;
+use magnum_core::model::NodegroupRole;
 use magnum_core::status::ClusterStatus;
 use magnum_core::{Error, RequestContext};
 use magnum_db::repo::cluster::{BriefSink, Cluster, ClusterBrief, ClusterFilters, ClusterStats};
@@ -57,7 +58,7 @@ async fn cluster(db: &Database, project: &str, name: &str, template: &str) -> Cl
             project_id: Some(project.into()),
             user_id: Some(format!("user-{project}")),
             cluster_template_id: Some(template.into()),
-            status: Some("CREATE_IN_PROGRESS".into()),
+            status: "CREATE_IN_PROGRESS".parse().ok(),
             ..Default::default()
         })
         .await
@@ -125,6 +126,49 @@ async fn cluster_create_fills_upstream_defaults_and_json_text() {
             db.clusters().create(dup).await,
             Err(Error::ClusterAlreadyExists { .. })
         ));
+    });
+}
+
+#[tokio::test]
+async fn statuses_come_up_typed_and_unknown_text_survives_other_saves() {
+    on_every_engine!(at_head, |t| {
+        let db = &t.db;
+        let ct = template(db, "p1", "k8s", false, false).await;
+        let c = cluster(db, "p1", "c1", ct.uuid.as_deref().unwrap()).await;
+        assert_eq!(c.status, Some(ClusterStatus::CreateInProgress));
+        let mut healthy = c.clone();
+        healthy.health_status = Some(magnum_core::status::ClusterHealthStatus::Healthy);
+        let c = db.clusters().save(&c, &healthy).await.unwrap();
+        assert_eq!(
+            raw_text(db, "SELECT health_status FROM cluster")
+                .await
+                .as_deref(),
+            Some("HEALTHY")
+        );
+        let ng = nodegroup(db, &c, "ng", "custom-role", 2).await;
+        assert_eq!(ng.role, Some(NodegroupRole::Other("custom-role".into())));
+
+        // A text no release writes (a hand edit) reads as no status, and a save of another
+        // column leaves it as it was.
+        db.sea_connection()
+            .execute_unprepared("UPDATE cluster SET status = 'SOMETHING_OLD'")
+            .await
+            .unwrap();
+        let ctx = RequestContext::admin_all_tenants();
+        let odd = db
+            .clusters()
+            .get_by_uuid(&ctx, c.uuid.as_deref().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(odd.status, None);
+        let mut renamed = odd.clone();
+        renamed.name = Some("c1-renamed".into());
+        let saved = db.clusters().save(&odd, &renamed).await.unwrap();
+        assert_eq!(saved.name.as_deref(), Some("c1-renamed"));
+        assert_eq!(
+            raw_text(db, "SELECT status FROM cluster").await.as_deref(),
+            Some("SOMETHING_OLD")
+        );
     });
 }
 
@@ -755,7 +799,7 @@ async fn sweep_stream_sends_listed_clusters_with_nodegroups_in_order() {
         // Every tenth cluster is complete, so out of the statuses asked for.
         for c in made.iter().step_by(10) {
             let mut done = c.clone();
-            done.status = Some("CREATE_COMPLETE".into());
+            done.status = "CREATE_COMPLETE".parse().ok();
             db.clusters().save(c, &done).await.unwrap();
         }
         let statuses = [

@@ -460,7 +460,7 @@ impl MagnumCodec {
         }
         let mut row: Cluster = new_row(cluster)?;
         row.uuid = Some(uuid.clone());
-        row.status = Some(ClusterStatus::CreateInProgress.as_str().to_owned());
+        row.status = Some(ClusterStatus::CreateInProgress);
         row.status_reason = None;
         let template_uuid = row.cluster_template_id.clone().unwrap_or_default();
         let template = self
@@ -502,7 +502,7 @@ impl MagnumCodec {
         }
         let mut row: NodeGroup = new_row(ng)?;
         row.cluster_id = cluster_uuid.to_owned();
-        row.status = Some(ClusterStatus::CreateInProgress.as_str().to_owned());
+        row.status = Some(ClusterStatus::CreateInProgress);
         row.status_reason = None;
         match self.db.nodegroups().create(row).await {
             Ok(_) => {

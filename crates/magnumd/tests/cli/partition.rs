@@ -181,7 +181,7 @@ impl Rows {
                             user_id: Some("u".into()),
                             cluster_template_id: template,
                             stack_id: Some(format!("sim-{uuid}")),
-                            status: Some("CREATE_IN_PROGRESS".into()),
+                            status: "CREATE_IN_PROGRESS".parse().ok(),
                             // Held in progress until the test lets them complete.
                             labels: Some(r#"{"simulated_hang": "create"}"#.into()),
                             ..Cluster::default()

@@ -302,7 +302,10 @@ async fn object_actions_write_through_and_report_updates() {
     let r = call(&db, OBJECT_ACTION, &instance_call(&c, "save")).await;
     assert_eq!(r, json!([{"obj_what_changed": []}, null]));
     let stored = db.clusters().get_by_uuid(&sys, CLUSTER_UUID).await.unwrap();
-    assert_eq!(stored.status.as_deref(), Some("UPDATE_IN_PROGRESS"));
+    assert_eq!(
+        stored.status.map(|s| s.as_str()),
+        Some("UPDATE_IN_PROGRESS")
+    );
     assert_eq!(stored.name, s.cluster.name);
 
     // refresh: fields that differ come back, marked changed.

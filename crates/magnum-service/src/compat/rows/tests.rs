@@ -67,8 +67,8 @@ pub(crate) fn cluster_row() -> Cluster {
         labels: Some(r#"{"kube_tag": "v1.30.4", "auto_healing_enabled": "true"}"#.into()),
         master_flavor_id: Some("m1.medium".into()),
         flavor_id: Some("m1.large".into()),
-        status: Some("CREATE_COMPLETE".into()),
-        health_status: Some("HEALTHY".into()),
+        status: "CREATE_COMPLETE".parse().ok(),
+        health_status: "HEALTHY".parse().ok(),
         health_status_reason: Some("{}".into()),
         create_timeout: Some(60),
         api_address: Some("https://203.0.113.10:6443".into()),
@@ -96,7 +96,7 @@ pub(crate) fn nodegroup_row(role: &str, count: i32) -> NodeGroup {
         min_node_count: Some(0),
         role: Some(role.into()),
         is_default: Some(true),
-        status: Some("CREATE_COMPLETE".into()),
+        status: "CREATE_COMPLETE".parse().ok(),
         node_labels: Some("{}".into()),
         node_taints: Some(
             r#"[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]"#.into(),
@@ -123,7 +123,7 @@ pub(crate) async fn seed(db: &Database) -> Seed {
         .unwrap();
     let worker = ngs.pop().unwrap();
     let master = ngs.pop().unwrap();
-    assert_eq!(master.role.as_deref(), Some("master"));
+    assert_eq!(master.role.as_ref().map(|r| r.as_str()), Some("master"));
     Seed {
         template,
         cluster,
@@ -454,7 +454,7 @@ fn objects_write_back_into_rows() {
     let saved = changed_row(&obj, &row).unwrap();
     assert_eq!(saved.labels.as_deref(), Some(r#"{"b": "2", "a": "1"}"#));
     assert_eq!(saved.health_status_reason.as_deref(), Some("{}"));
-    assert_eq!(saved.status.as_deref(), Some("UPDATE_IN_PROGRESS"));
+    assert_eq!(saved.status.map(|s| s.as_str()), Some("UPDATE_IN_PROGRESS"));
     assert_eq!(saved.name, row.name);
     // A non-nullable column refuses None.
     let mut ng = rows::nodegroup(&nodegroup_row("worker", 1)).unwrap();
@@ -510,7 +510,7 @@ async fn stored_rows_of_every_table_round_trip() {
         .create(magnum_db::repo::federation::Federation {
             name: Some("fed".into()),
             member_ids: Some(format!(r#"["{CLUSTER_UUID}"]"#)),
-            status: Some("CREATE_IN_PROGRESS".into()),
+            status: "CREATE_IN_PROGRESS".parse().ok(),
             ..Default::default()
         })
         .await
@@ -556,7 +556,7 @@ async fn every_object(db: &Database) -> Vec<(Object, serde_json::Value)> {
         .federations()
         .create(magnum_db::repo::federation::Federation {
             name: Some("fed".into()),
-            status: Some("CREATE_IN_PROGRESS".into()),
+            status: "CREATE_IN_PROGRESS".parse().ok(),
             properties: Some(r#"{"dns-zone": "example.com."}"#.into()),
             ..Default::default()
         })
