@@ -13,6 +13,7 @@ use magnum_db::Database;
 use magnum_db::repo::cluster::Cluster;
 use magnum_db::repo::cluster_template::ClusterTemplate;
 use magnum_db::repo::nodegroup::NodeGroup;
+use magnum_service::lifecycle::Lifecycle;
 use tokio::sync::mpsc;
 
 use crate::notify::{Action, Notifier, Outcome};
@@ -86,6 +87,11 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
+    /// The one writer of cluster and nodegroup rows.
+    pub(crate) fn lifecycle(&self) -> Lifecycle {
+        Lifecycle::new(self.db.clone())
+    }
+
     pub(crate) fn wake(&self, cluster_uuid: &str) {
         self.waker.wake(cluster_uuid);
     }

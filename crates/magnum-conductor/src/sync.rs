@@ -335,7 +335,7 @@ async fn apply(
         match report.nodegroups.iter().find(|r| r.uuid == ng.uuid) {
             Some(r) if r.deleted => {
                 let ident = magnum_core::ids::Identity::Uuid(ng.uuid.clone());
-                inner.db.nodegroups().destroy(&uuid, &ident).await?;
+                inner.lifecycle().remove_nodegroup(&uuid, &ident).await?;
             }
             Some(r) => {
                 let saved = save_ng(inner, &ng, |m| {

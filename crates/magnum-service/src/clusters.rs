@@ -347,9 +347,8 @@ impl Clusters<'_> {
         }
         let inserted = match self
             .s
-            .db
-            .clusters()
-            .create_with_nodegroups(row, groups, Some(quota))
+            .lifecycle()
+            .insert_cluster(row, groups, Some(quota))
             .await
         {
             Ok(inserted) => inserted,

@@ -13,6 +13,7 @@ pub mod clusters;
 pub mod compat;
 pub mod credentials;
 pub mod federations;
+pub mod lifecycle;
 pub mod nodegroups;
 pub mod quotas;
 pub mod templates;
@@ -70,6 +71,11 @@ pub struct Services {
 }
 
 impl Services {
+    /// The writer of cluster and nodegroup rows.
+    pub fn lifecycle(&self) -> lifecycle::Lifecycle {
+        lifecycle::Lifecycle::new(self.db.clone())
+    }
+
     /// The OpenStack checks of one request, acting as its caller.
     pub fn checks(&self, ctx: &magnum_core::RequestContext) -> Checks {
         Checks::new(self.validator.lookups(ctx))

@@ -385,7 +385,7 @@ impl Nodegroups<'_> {
         message: NodegroupRef,
     ) -> Result<NodeGroup> {
         let (cluster_uuid, uuid) = (message.cluster_uuid.clone(), message.nodegroup_uuid.clone());
-        let stored = match self.s.db.nodegroups().create(row).await {
+        let stored = match self.s.lifecycle().insert_nodegroup(row).await {
             Ok(stored) => stored,
             // A concurrent create took the name: upstream names the cluster by its name.
             Err(Error::NodeGroupAlreadyExists { name, .. }) => {
@@ -409,7 +409,12 @@ impl Nodegroups<'_> {
             // create (it scans in-progress clusters), so the row would stay
             // CREATE_IN_PROGRESS for ever: take it back and let the caller retry.
             let ident = magnum_core::ids::Identity::Uuid(uuid.to_string());
-            if let Err(undo) = self.s.db.nodegroups().destroy(&cluster_uuid, &ident).await {
+            if let Err(undo) = self
+                .s
+                .lifecycle()
+                .remove_nodegroup(&cluster_uuid, &ident)
+                .await
+            {
                 tracing::error!(nodegroup = %uuid, "cannot remove an undelivered nodegroup create: {undo}");
             }
             return Err(e);

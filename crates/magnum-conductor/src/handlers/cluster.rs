@@ -449,9 +449,8 @@ pub(crate) async fn finish_delete(
         return Err(e);
     }
     if !inner
-        .db
-        .clusters()
-        .destroy_with_nodegroups(&uuid, expected)
+        .lifecycle()
+        .remove_deleted_cluster(&uuid, expected)
         .await?
     {
         return Ok(());

@@ -58,7 +58,7 @@ pub(crate) async fn fail(
         let mut m = cluster.clone();
         m.status = status(to);
         m.status_reason = Some(reason.to_owned());
-        match inner.db.clusters().save(&cluster, &m).await {
+        match inner.lifecycle().save_cluster(&cluster, &m).await {
             Ok(saved) => {
                 inner
                     .notify(ctx, action, Outcome::Failure, &saved, &ngs)
@@ -81,12 +81,7 @@ pub(crate) async fn save_ng(
     ng: &NodeGroup,
     f: impl FnOnce(&mut NodeGroup),
 ) -> Result<NodeGroup> {
-    let mut m = ng.clone();
-    f(&mut m);
-    if m == *ng {
-        return Ok(m);
-    }
-    inner.db.nodegroups().save(ng, &m).await
+    inner.lifecycle().change_nodegroup(ng, f).await
 }
 
 /// Saves `f` applied to `cluster`, returning the stored row.
@@ -95,12 +90,7 @@ pub(crate) async fn save_cluster(
     cluster: &Cluster,
     f: impl FnOnce(&mut Cluster),
 ) -> Result<Cluster> {
-    let mut m = cluster.clone();
-    f(&mut m);
-    if m == *cluster {
-        return Ok(m);
-    }
-    inner.db.clusters().save(cluster, &m).await
+    inner.lifecycle().change_cluster(cluster, f).await
 }
 
 /// The action a final status reports (upstream's map, minus its crash on statuses outside it).

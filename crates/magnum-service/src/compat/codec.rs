@@ -13,7 +13,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
-use magnum_core::status::ClusterStatus;
+
+use crate::lifecycle::Lifecycle;
 use magnum_core::{Error, RequestContext};
 use magnum_db::Database;
 use magnum_db::json::loads;
@@ -460,8 +461,6 @@ impl MagnumCodec {
         }
         let mut row: Cluster = new_row(cluster)?;
         row.uuid = Some(uuid.clone());
-        row.status = Some(ClusterStatus::CreateInProgress);
-        row.status_reason = None;
         let template_uuid = row.cluster_template_id.clone().unwrap_or_default();
         let template = self
             .db
@@ -471,10 +470,8 @@ impl MagnumCodec {
             .map_err(|e| remote(&e))?;
         let ngs = default_nodegroups(&row, &template, master_count, node_count)
             .map_err(|e| RpcError::Malformed(e.to_string()))?;
-        match self
-            .db
-            .clusters()
-            .create_with_nodegroups(row, ngs, None)
+        match Lifecycle::new(self.db.clone())
+            .insert_cluster(row, ngs, None)
             .await
         {
             Ok(_) => {
@@ -502,9 +499,7 @@ impl MagnumCodec {
         }
         let mut row: NodeGroup = new_row(ng)?;
         row.cluster_id = cluster_uuid.to_owned();
-        row.status = Some(ClusterStatus::CreateInProgress);
-        row.status_reason = None;
-        match self.db.nodegroups().create(row).await {
+        match Lifecycle::new(self.db.clone()).insert_nodegroup(row).await {
             Ok(_) => {
                 tracing::info!(cluster = %cluster_uuid, nodegroup = %uuid, "nodegroup_create from an upstream API: inserted the nodegroup");
                 Ok(uuid)

@@ -17,6 +17,7 @@ use magnum_db::{Database, Page, SortDir};
 use serde_json::{Map, Value};
 
 use super::rows::{self, changed_row, new_row};
+use crate::lifecycle::Lifecycle;
 use magnum_rpc::oslo::objects::{
     CLUSTER, CLUSTER_TEMPLATE, Class, FEDERATION, MAGNUM_SERVICE, NODEGROUP, Object, ObjectError,
     QUOTA, Version, X509KEYPAIR, class,
@@ -825,11 +826,19 @@ async fn create(db: &Database, obj: &Object) -> Outcome<Object> {
         }
     }
     let stored = match obj.name() {
-        "Cluster" => rows::cluster(&db.clusters().create(new_row(&values)?).await?)?,
+        "Cluster" => rows::cluster(
+            &Lifecycle::new(db.clone())
+                .insert_cluster_as_given(new_row(&values)?)
+                .await?,
+        )?,
         "ClusterTemplate" => {
             rows::cluster_template(&db.cluster_templates().create(new_row(&values)?).await?)?
         }
-        "NodeGroup" => rows::nodegroup(&db.nodegroups().create(new_row(&values)?).await?)?,
+        "NodeGroup" => rows::nodegroup(
+            &Lifecycle::new(db.clone())
+                .insert_nodegroup_as_given(new_row(&values)?)
+                .await?,
+        )?,
         "X509KeyPair" => rows::x509keypair(&db.x509keypairs().create(new_row(&values)?).await?)?,
         "Federation" => rows::federation(&db.federations().create(new_row(&values)?).await?)?,
         "MagnumService" => {
@@ -881,8 +890,8 @@ async fn save(db: &Database, obj: &Object) -> Outcome<()> {
     match obj.name() {
         "Cluster" => {
             let original = db.clusters().get_by_uuid(&sys, &uuid_of(obj)?).await?;
-            db.clusters()
-                .save(&original, &changed_row(obj, &original)?)
+            Lifecycle::new(db.clone())
+                .save_cluster(&original, &changed_row(obj, &original)?)
                 .await?;
         }
         "ClusterTemplate" => {
@@ -900,8 +909,8 @@ async fn save(db: &Database, obj: &Object) -> Outcome<()> {
                 .nodegroups()
                 .get_by_uuid(&sys, &cluster, &uuid_of(obj)?)
                 .await?;
-            db.nodegroups()
-                .save(&original, &changed_row(obj, &original)?)
+            Lifecycle::new(db.clone())
+                .save_nodegroup(&original, &changed_row(obj, &original)?)
                 .await?;
         }
         "X509KeyPair" => {
@@ -946,11 +955,17 @@ async fn save(db: &Database, obj: &Object) -> Outcome<()> {
 async fn destroy(db: &Database, obj: &Object) -> Outcome<()> {
     let by_uuid = || uuid_of(obj).map(Identity::Uuid);
     match obj.name() {
-        "Cluster" => db.clusters().destroy(&by_uuid()?).await?,
+        "Cluster" => {
+            Lifecycle::new(db.clone())
+                .remove_cluster(&by_uuid()?)
+                .await?
+        }
         "ClusterTemplate" => db.cluster_templates().destroy(&by_uuid()?).await?,
         "NodeGroup" => {
             let cluster = obj.str("cluster_id").unwrap_or_default().to_owned();
-            db.nodegroups().destroy(&cluster, &by_uuid()?).await?
+            Lifecycle::new(db.clone())
+                .remove_nodegroup(&cluster, &by_uuid()?)
+                .await?
         }
         "X509KeyPair" => db.x509keypairs().destroy(&by_uuid()?).await?,
         "Federation" => db.federations().destroy(&by_uuid()?).await?,
