@@ -358,7 +358,13 @@ fn variables() -> Vec<Value> {
         var("flavor", true, json!({"type": "string"})),
         var("controlPlaneFlavor", true, json!({"type": "string"})),
         var("sshKeyName", false, string("")),
-        var("externalNetworkId", false, string("")),
+        var(
+            "externalNetwork",
+            false,
+            json!({"type": "object", "default": {},
+                   "properties": {"id": {"type": "string"},
+                                  "filter": {"type": "object", "properties": {"name": {"type": "string"}}}}}),
+        ),
         var("nodeCidr", true, string("10.0.0.0/24")),
         var("apiServerLoadBalancer", true, boolean(true)),
         var(
@@ -489,13 +495,13 @@ fn patches() -> Vec<Value> {
         ),
         patch(
             "externalNetwork",
-            Some("{{ if .externalNetworkId }}true{{ end }}"),
+            Some("{{ if .externalNetwork }}true{{ end }}"),
             vec![definition(
                 &osct,
                 vec![from_var(
                     "add",
-                    &format!("{SPEC}/externalNetwork/id"),
-                    "externalNetworkId",
+                    &format!("{SPEC}/externalNetwork"),
+                    "externalNetwork",
                 )],
             )],
         ),
@@ -580,27 +586,19 @@ fn patches() -> Vec<Value> {
                 ),
             ],
         ),
+        // Workers join with the cluster's own ClusterConfiguration: the control plane's
+        // is the one that names the registry.
         patch(
             "imageRepository",
             Some("{{ if .imageRepository }}true{{ end }}"),
-            vec![
-                definition(
-                    &kcpt,
-                    vec![from_var(
-                        "add",
-                        &format!("{KCS}/clusterConfiguration/imageRepository"),
-                        "imageRepository",
-                    )],
-                ),
-                definition(
-                    &kct,
-                    vec![from_var(
-                        "add",
-                        &format!("{SPEC}/clusterConfiguration/imageRepository"),
-                        "imageRepository",
-                    )],
-                ),
-            ],
+            vec![definition(
+                &kcpt,
+                vec![from_var(
+                    "add",
+                    &format!("{KCS}/clusterConfiguration/imageRepository"),
+                    "imageRepository",
+                )],
+            )],
         ),
         patch(
             "controlPlaneDisks",

@@ -12,6 +12,8 @@ mod health;
 pub mod kube;
 pub mod labels;
 pub mod render;
+#[cfg(test)]
+mod stand_in_tests;
 pub mod status;
 mod watch;
 
@@ -205,7 +207,7 @@ impl CapiDriver {
                 ),
             });
         }
-        self.validate_labels(cluster, template, ngs)?;
+        check_labels(cluster, template, ngs)?;
         let version = render::effective(cluster, template, "kube_tag")
             .unwrap_or_else(|| self.shared.cfg.default_kube_tag.clone());
         if parse_version(&version).is_none() {
@@ -216,37 +218,6 @@ impl CapiDriver {
             });
         }
         Ok(())
-    }
-
-    /// Every label the driver honours parses, for the cluster and each nodegroup; unknown
-    /// labels are accepted (as upstream) and logged once.
-    fn validate_labels(
-        &self,
-        cluster: &Cluster,
-        template: &ClusterTemplate,
-        ngs: &[NodeGroup],
-    ) -> Result<()> {
-        labels::log_unknown(&[&cluster.labels, &template.labels]);
-        let cl = render::cluster_labels(cluster, template);
-        let mut errors = cl.errors.clone();
-        errors.extend(labels::cross_checks(&cl));
-        errors.extend(render::nodegroup_labels(None, cluster, template).errors);
-        for ng in ngs.iter().filter(|n| n.role != NodegroupRole::Master) {
-            let l = render::nodegroup_labels(Some(ng), cluster, template);
-            errors.extend(l.errors.iter().cloned());
-            if l.bool("auto_scaling_enabled")
-                && let (Some(min), Some(max)) = (l.int("min_node_count"), l.int("max_node_count"))
-                && min > max
-            {
-                errors.push(labels::LabelError::Conflict(format!(
-                    "Invalid value for label max_node_count: '{max}' (below min_node_count {min})."
-                )));
-            }
-        }
-        match errors.into_iter().next() {
-            Some(e) => Err(e.into()),
-            None => Ok(()),
-        }
     }
 
     async fn inputs_parts(
@@ -660,6 +631,36 @@ fn in_progress_of(op: Operation) -> S {
         Operation::Create => S::CreateInProgress,
         Operation::Update => S::UpdateInProgress,
         Operation::Delete => S::DeleteInProgress,
+    }
+}
+
+/// Every label the driver honours parses, for the cluster and each nodegroup; unknown labels
+/// are accepted (as upstream) and logged once. The first refusal names its label and value.
+pub fn check_labels(
+    cluster: &Cluster,
+    template: &ClusterTemplate,
+    ngs: &[NodeGroup],
+) -> Result<()> {
+    labels::log_unknown(&[&cluster.labels, &template.labels]);
+    let cl = render::cluster_labels(cluster, template);
+    let mut errors = cl.errors.clone();
+    errors.extend(labels::cross_checks(&cl));
+    errors.extend(render::nodegroup_labels(None, cluster, template).errors);
+    for ng in ngs.iter().filter(|n| n.role != NodegroupRole::Master) {
+        let l = render::nodegroup_labels(Some(ng), cluster, template);
+        errors.extend(l.errors.iter().cloned());
+        if l.bool("auto_scaling_enabled")
+            && let (Some(min), Some(max)) = (l.int("min_node_count"), l.int("max_node_count"))
+            && min > max
+        {
+            errors.push(labels::LabelError::Conflict(format!(
+                "Invalid value for label max_node_count: '{max}' (below min_node_count {min})."
+            )));
+        }
+    }
+    match errors.into_iter().next() {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
     }
 }
 

@@ -188,6 +188,7 @@ fn is_worker(ng: &Nodegroup) -> bool {
         })
 }
 
+/// A Glance image or Neutron network: by id when it is a UUID, else by name.
 fn image_ref(image: &str) -> Value {
     if uuid::Uuid::parse_str(image).is_ok() {
         json!({"id": image})
@@ -360,7 +361,7 @@ fn variables(i: &Inputs<'_>) -> Vec<Value> {
         json!({"name": "extraNetworks", "value": l.list("extra_network_names")}),
     ];
     if let Some(net) = t.external_network_id.as_deref().filter(|n| !n.is_empty()) {
-        v.push(json!({"name": "externalNetworkId", "value": net}));
+        v.push(json!({"name": "externalNetwork", "value": image_ref(net)}));
     }
     v
 }
