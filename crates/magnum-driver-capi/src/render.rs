@@ -714,4 +714,90 @@ pub(crate) mod tests {
                 && !format!("{cloud:?}").contains("s3cret")
         );
     }
+
+    #[test]
+    fn labels_become_topology_variables_and_nodegroup_overrides() {
+        let mut c = cluster();
+        c.labels = serde_json::from_value(json!({
+            "kube_tag": "v1.33.1",
+            "admission_control_list": "PodSecurity",
+            "audit_log_enabled": "1",
+            "audit_log_max_size": "5",
+            "oidc_issuer_url": "https://idp",
+            "keystone_auth_enabled": "false",
+            "boot_volume_size": "30",
+            "availability_zone": "az1",
+            "master_lb_floating_ip_enabled": "no",
+            "auto_healing_enabled": "f",
+            "auto_scaling_enabled": "y",
+            "max_node_count": "7",
+        }))
+        .unwrap();
+        let mut t = template();
+        t.labels =
+            serde_json::from_value(json!({"etcd_volume_size": "10", "audit_log_max_size": "99"}))
+                .unwrap();
+        let mut gpu = nodegroup("gpu", NodegroupRole::Worker, 2);
+        gpu.labels = serde_json::from_value(
+            json!({"boot_volume_size": "80", "different_failure_domain": "true"}),
+        )
+        .unwrap();
+        let ngs = vec![nodegroup("default-master", NodegroupRole::Master, 1), gpu];
+        let addons = Addons::default();
+        let obj = super::cluster(&inputs(&c, &t, &ngs, &addons));
+        let topo = &obj["spec"]["topology"];
+        let var = |n: &str| {
+            topo["variables"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|v| v["name"] == n)
+                .unwrap()["value"]
+                .clone()
+        };
+        assert_eq!(var("admissionPlugins"), "NodeRestriction,PodSecurity");
+        assert_eq!(
+            var("auditLog"),
+            json!({"enabled": true, "maxAge": 30, "maxBackup": 10, "maxSize": 5})
+        );
+        assert_eq!(var("oidc")["issuerURL"], "https://idp");
+        assert_eq!(var("oidc")["usernameClaim"], "sub");
+        assert_eq!(var("keystoneAuth"), false);
+        assert_eq!(
+            var("etcdVolume"),
+            json!({"size": 10, "type": "", "availabilityZone": "az1"})
+        );
+        assert_eq!(
+            var("bootVolume"),
+            json!({"size": 30, "type": "", "availabilityZone": "az1"})
+        );
+        assert_eq!(var("disableAPIServerFloatingIP"), true);
+        assert_eq!(var("identityRef")["type"], "Secret");
+        assert_eq!(
+            var("externalNetwork"),
+            json!({"filter": {"name": "public"}})
+        );
+        assert_eq!(topo["controlPlane"]["healthCheck"]["enabled"], false);
+        let md = &topo["workers"]["machineDeployments"][0];
+        assert_eq!(md["healthCheck"]["enabled"], false);
+        let over = md["variables"]["overrides"].as_array().unwrap();
+        let ov = |n: &str| over.iter().find(|v| v["name"] == n).unwrap()["value"].clone();
+        assert_eq!(
+            ov("bootVolume")["size"],
+            80,
+            "the nodegroup's label over the cluster's"
+        );
+        assert_eq!(ov("differentFailureDomain"), true);
+        // Auto-scaling (a strict bool now): bounds from the fields, the label filling max.
+        assert!(md.get("replicas").is_none());
+        let ann = &md["metadata"]["annotations"];
+        assert_eq!(
+            ann["cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"],
+            "0"
+        );
+        assert_eq!(
+            ann["cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"],
+            "7"
+        );
+    }
 }
