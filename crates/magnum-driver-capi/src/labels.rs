@@ -758,7 +758,21 @@ mod tests {
     }
 
     #[test]
-    fn booleans_are_olsos_strict_set() {
+    fn the_docs_table_lists_every_label() {
+        let doc =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/cluster-api.md");
+        let text = std::fs::read_to_string(doc).unwrap();
+        for s in TABLE {
+            assert!(
+                text.contains(&format!("| `{}` |", s.name)),
+                "docs/cluster-api.md has no row for {}",
+                s.name
+            );
+        }
+    }
+
+    #[test]
+    fn booleans_are_oslos_strict_set() {
         for t in ["1", "true", "TRUE", "Yes", "on", "Y", "t"] {
             assert_eq!(parse_bool(t), Some(true), "{t}");
         }
