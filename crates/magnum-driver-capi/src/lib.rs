@@ -660,6 +660,20 @@ pub fn check_label_maps(cluster: &Labels, template: &Labels) -> Result<()> {
     }
 }
 
+/// A new nodegroup's own labels (nodegroup scope), before its MachineDeployment is added;
+/// the cluster's were checked at its create.
+pub fn check_nodegroup_labels(ng: &NodeGroup) -> Result<()> {
+    labels::log_unknown(&[&ng.labels]);
+    match labels::Resolved::of(labels::Scope::Nodegroup, &[&ng.labels])
+        .errors
+        .into_iter()
+        .next()
+    {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
 /// Every label the driver honours parses, for the cluster and each nodegroup; unknown labels
 /// are accepted (as upstream) and logged once. The first refusal names its label and value.
 pub fn check_labels(
@@ -887,6 +901,7 @@ impl Driver for CapiDriver {
         cluster: &Cluster,
         nodegroup: &NodeGroup,
     ) -> Result<()> {
+        check_nodegroup_labels(nodegroup)?;
         let ngs = self.nodegroups_with(cluster, nodegroup).await?;
         self.reconcile(ctx, cluster, &ngs).await
     }
@@ -1138,5 +1153,12 @@ mod tests {
         let cl = serde_json::from_value(json!({"no_such_label": "x"})).unwrap();
         assert!(check_label_maps(&cl, &Labels::new()).is_ok());
         assert!(driver_names().contains(&"k8s_capi"));
+        let mut ng = nodegroup("new", R::Worker, 1);
+        ng.labels = serde_json::from_value(json!({"different_failure_domain": "maybe"})).unwrap();
+        let e = check_nodegroup_labels(&ng).unwrap_err().to_string();
+        assert!(
+            e.contains("different_failure_domain") && e.contains("'maybe'"),
+            "{e}"
+        );
     }
 }
