@@ -35,6 +35,8 @@ import traceback
 import urllib.parse
 import uuid
 
+import topology_patches as tpatch
+
 # ---------------------------------------------------------------------------------------------
 # Names
 
@@ -55,7 +57,11 @@ KINDS = {
     "OpenStackMachine": (G_INFRA, "openstackmachines"),
     "OpenStackMachineTemplate": (G_INFRA, "openstackmachinetemplates"),
     "OpenStackClusterTemplate": (G_INFRA, "openstackclustertemplates"),
+    "KubeadmControlPlaneTemplate": (G_CP, "kubeadmcontrolplanetemplates"),
+    "KubeadmConfigTemplate": (G_BOOT, "kubeadmconfigtemplates"),
 }
+# The ClusterClass's bootstrap templates (watched at v1beta2 only: their patches need them).
+CLASS_TEMPLATE_KINDS = ("KubeadmControlPlaneTemplate", "KubeadmConfigTemplate")
 INFRA_KINDS = {"OpenStackCluster", "OpenStackMachine", "OpenStackMachineTemplate", "OpenStackClusterTemplate"}
 # Kinds whose objects belong to one cluster (label cluster.x-k8s.io/cluster-name).
 CAPI_CHILD_KINDS = ("MachineDeployment", "Machine", "KubeadmControlPlane")
@@ -992,10 +998,13 @@ class Run:
         self.flavor = "v1beta2"
         self.wrote = 0
         self.topo = {}
+        self.patch_error = None
 
     # ----- access ----------------------------------------------------------------------------
 
     def ver(self, kind):
+        if kind in CLASS_TEMPLATE_KINDS:
+            return "v1beta2"
         return INFRA_VERSION if kind in INFRA_KINDS else self.flavor
 
     def path(self, kind, name=None, sub=None):
@@ -1116,6 +1125,7 @@ class Run:
         self.machines = sorted(c.of_cluster("Machine", v, self.name), key=self.created_key)
         self.osms = {name_of(o): o for o in c.of_cluster("OpenStackMachine", INFRA_VERSION, self.name)}
         self.osmts = {name_of(o): o for o in c.of_cluster("OpenStackMachineTemplate", INFRA_VERSION, self.name)}
+        self.kcts = {name_of(o): o for o in c.of_cluster("KubeadmConfigTemplate", "v1beta2", self.name)}
         infra_name = g(cl, "spec", "infrastructureRef", "name")
         cp_name = g(cl, "spec", "controlPlaneRef", "name")
         self.osc = self.pick(self.oscs, infra_name)
@@ -1155,6 +1165,7 @@ class Run:
             taken.update(name_of(o) for o in self.ctl.cache.all(kind, self.flavor))
         for kind in ("OpenStackCluster", "OpenStackMachine", "OpenStackMachineTemplate"):
             taken.update(name_of(o) for o in self.ctl.cache.all(kind, INFRA_VERSION))
+        taken.update(name_of(o) for o in self.ctl.cache.all("KubeadmConfigTemplate", "v1beta2"))
         base = base[:57].rstrip("-.")
         while True:
             n = "%s-%s" % (base, rand5())
@@ -1286,7 +1297,14 @@ class Run:
                 self.render_all()
                 return 1.0
             if not self.paused:
-                self.sync_topology()
+                try:
+                    self.sync_topology()
+                    self.patch_error = None
+                    self.state.logged.pop("patch", None)
+                except tpatch.PatchError as e:
+                    # CAPI stops reconciling the topology and says why on TopologyReconciled.
+                    self.patch_error = str(e)
+                    self.note("patch", self.patch_error, "ClusterClass patches failed: %s" % e)
                 self.load()
                 if tick and "stall" not in self.faults:
                     moved = self.advance()
@@ -1377,6 +1395,58 @@ class Run:
         base = g(t, "spec", "template", "spec")
         return copy.deepcopy(base) if isinstance(base, dict) else None
 
+    # ----- the class's patches ----------------------------------------------------------------
+
+    def patched_class(self):
+        """The ClusterClass when it carries inline patches (then they build every template),
+        else None (the variables are mapped by hand, below)."""
+        cc = self.cluster_class()
+        return cc if cc is not None and as_list(g(cc, "spec", "patches")) else None
+
+    def class_ref(self, role, entry=None):
+        """(kind, name, target) of the class's template for a role: "cluster",
+        "control-plane", "control-plane-machine", "md-bootstrap" or "md-machine"."""
+        spec = g(self.cluster_class(), "spec", default={}) or {}
+        if role == "cluster":
+            return "OpenStackClusterTemplate", g(spec, "infrastructure", "templateRef", "name"), \
+                ("infrastructureCluster",)
+        if role == "control-plane":
+            return "KubeadmControlPlaneTemplate", g(spec, "controlPlane", "templateRef", "name"), ("controlPlane",)
+        if role == "control-plane-machine":
+            return "OpenStackMachineTemplate", \
+                g(spec, "controlPlane", "machineInfrastructure", "templateRef", "name"), ("controlPlane",)
+        for mdc in as_list(g(spec, "workers", "machineDeployments")):
+            if isinstance(mdc, dict) and mdc.get("class") == g(entry, "class"):
+                key = "bootstrap" if role == "md-bootstrap" else "infrastructure"
+                kind = "KubeadmConfigTemplate" if role == "md-bootstrap" else "OpenStackMachineTemplate"
+                return kind, g(mdc, key, "templateRef", "name"), ("machineDeploymentClass", mdc["class"])
+        return None, None, None
+
+    def patched(self, role, entry=None):
+        """The class's template for `role` with the class's variables resolved and its patches
+        run (a copy: the template object, not only its spec). Raises tpatch.PatchError."""
+        cc = self.patched_class()
+        kind, name, target = self.class_ref(role, entry)
+        base = self.ctl.cache.get(kind, self.ver(kind), name) if kind and name else None
+        if base is None:
+            raise tpatch.PatchError("%s %s of ClusterClass %s not found" % (kind, name, self.class_name()))
+        nt = norm_topology(g(self.cl, "spec", "topology"))
+        glob = tpatch.resolve_variables(cc, nt["variables"])
+        glob["builtin"] = tpatch.builtins(self.cl, cp={"replicas": nt["cp_replicas"]})
+        values = glob
+        if entry is not None:
+            values = tpatch.resolve_variables(cc, nt["variables"], entry["overrides"])
+            md = self.md_live.get(entry["name"])
+            values["builtin"] = tpatch.builtins(self.cl, md={
+                "class": entry["class"], "name": entry["name"], "replicas": entry["replicas"],
+                "objectName": name_of(md) if md else None})
+        body = {"apiVersion": base.get("apiVersion"), "kind": kind, "spec": copy.deepcopy(base.get("spec") or {})}
+        out = tpatch.apply_patches(cc, body, target, glob, values)
+        return tpatch.prune_nulls(out)
+
+    def patched_spec(self, role, entry=None):
+        return copy.deepcopy(g(self.patched(role, entry), "spec", "template", "spec", default={}) or {})
+
     def cc_bootstrap_name(self, entry):
         cc = self.cluster_class()
         for mdc in g(cc, "spec", "workers", "machineDeployments", default=[]) or []:
@@ -1401,6 +1471,11 @@ class Run:
         return None
 
     def machine_spec(self, role, entry=None):
+        if self.patched_class() is not None:
+            spec = self.patched_spec("control-plane-machine" if role == "control-plane" else "md-machine", entry)
+            if isinstance(spec.get("identityRef"), dict):
+                spec["identityRef"].setdefault("type", "Secret")
+            return spec
         spec = self.cc_template(role, entry) or {}
         v = self.variables(entry)
         flavor = v.get("controlPlaneFlavor") if role == "control-plane" else None
@@ -1430,6 +1505,11 @@ class Run:
         return spec
 
     def cluster_spec(self):
+        if self.patched_class() is not None:
+            spec = self.patched_spec("cluster")
+            if isinstance(spec.get("identityRef"), dict):
+                spec["identityRef"].setdefault("type", "Secret")
+            return spec
         spec = self.cc_template("cluster") or {}
         v = self.variables()
         ident = v.get("identityRef")
@@ -1496,6 +1576,23 @@ class Run:
             m["finalizers"] = [finalizer]
         return m
 
+    def ensure_kct(self, role, spec):
+        """A MachineDeployment's KubeadmConfigTemplate: the class's, patched (CAPI clones one
+        per MachineDeployment, and a new one when the patched spec changes)."""
+        h = spec_hash(spec)
+        for o in self.kcts.values():
+            a = annotations_of(o)
+            if not deleting(o) and a.get(A_ROLE) == role and a.get(A_HASH) == h:
+                return name_of(o)
+        base = "%s-%s" % (self.name, role[3:])
+        body = {"apiVersion": self.api_version("KubeadmConfigTemplate"), "kind": "KubeadmConfigTemplate",
+                "metadata": self.meta(self.unique(base), base, {L_CLUSTER: self.name, L_OWNED: ""},
+                                      "Cluster", self.cl, {A_ROLE: role, A_HASH: h}),
+                "spec": {"template": {"spec": spec}}}
+        out = self.create("KubeadmConfigTemplate", body)
+        self.kcts[name_of(out)] = out
+        return name_of(out)
+
     def ensure_osmt(self, role, spec):
         h = spec_hash(spec)
         for o in self.osmts.values():
@@ -1539,6 +1636,8 @@ class Run:
         mt_labels.update({k: v for k, v in cp_labels.items() if isinstance(v, str)})
         if self.kcp is None:
             base = self.name
+            # With patches, the patched KubeadmControlPlaneTemplate's spec is the KCP's base.
+            cp_base = self.patched_spec("control-plane") if self.patched_class() is not None else None
             if self.flavor == "v1beta2":
                 spec = {"replicas": cp_replicas, "version": version, "kubeadmConfigSpec": {"format": "cloud-config"},
                         "machineTemplate": {"metadata": {"labels": mt_labels},
@@ -1547,6 +1646,13 @@ class Run:
                 spec = {"replicas": cp_replicas, "version": version, "kubeadmConfigSpec": {"format": "cloud-config"},
                         "machineTemplate": {"metadata": {"labels": mt_labels},
                                             "infrastructureRef": self.ref("OpenStackMachineTemplate", cp_tmpl)}}
+            if cp_base is not None:
+                kcs = cp_base.get("kubeadmConfigSpec") or {}
+                kcs.setdefault("format", "cloud-config")
+                spec["kubeadmConfigSpec"] = kcs
+                for k, v in cp_base.items():
+                    if k not in ("kubeadmConfigSpec", "machineTemplate"):
+                        spec.setdefault(k, v)
             labels = {L_CLUSTER: self.name, L_OWNED: ""}
             labels.update({k: v for k, v in cp_labels.items() if isinstance(v, str)})
             body = {"apiVersion": self.api_version("KubeadmControlPlane"), "kind": "KubeadmControlPlane",
@@ -1619,7 +1725,10 @@ class Run:
                 if replicas is None:
                     replicas = replicas_of(extra_ann.get(A_MIN_SIZE), 1)
                 base = "%s-%s" % (self.name, ename)
-                boot = self.cc_bootstrap_name(e) or base
+                if self.patched_class() is not None:
+                    boot = self.ensure_kct(role, self.patched_spec("md-bootstrap", e))
+                else:
+                    boot = self.cc_bootstrap_name(e) or base
                 tspec = {"clusterName": self.name, "version": version,
                          "bootstrap": {"configRef": self.ref("KubeadmConfigTemplate", boot)},
                          "infrastructureRef": self.ref("OpenStackMachineTemplate", tmpl)}
@@ -1703,6 +1812,10 @@ class Run:
         for o in list(self.osmts.values()):
             if A_ROLE in annotations_of(o) and name_of(o) not in used and not deleting(o):
                 self.delete("OpenStackMachineTemplate", o, "not used")
+        used_boot = {g(md, "spec", "template", "spec", "bootstrap", "configRef", "name") for md in self.mds}
+        for o in list(self.kcts.values()):
+            if A_ROLE in annotations_of(o) and name_of(o) not in used_boot and not deleting(o):
+                self.delete("KubeadmConfigTemplate", o, "not used")
 
     # ----- one simulated step ----------------------------------------------------------------
 
@@ -2005,6 +2118,9 @@ class Run:
         for o in list(self.osmts.values()):
             if not deleting(o):
                 self.delete("OpenStackMachineTemplate", o, "Cluster is deleting")
+        for o in list(self.kcts.values()):
+            if not deleting(o):
+                self.delete("KubeadmConfigTemplate", o, "Cluster is deleting")
         if FINALIZER["Cluster"] in finalizers_of(self.cl):
             self.drop_finalizer("Cluster", self.cl)
             log("%s/%s Cluster deleted" % (self.ns, self.name))
@@ -2017,8 +2133,8 @@ class Run:
             return
         for ver in self.ctl.versions():
             self.flavor = ver
-            for kind in CAPI_CHILD_KINDS + INFRA_CHILD_KINDS:
-                if kind in INFRA_KINDS and ver != "v1beta2":
+            for kind in CAPI_CHILD_KINDS + INFRA_CHILD_KINDS + ("KubeadmConfigTemplate",):
+                if (kind in INFRA_KINDS or kind in CLASS_TEMPLATE_KINDS) and ver != "v1beta2":
                     continue
                 for o in self.ctl.cache.of_cluster(kind, self.ver(kind), self.name):
                     try:
@@ -2599,6 +2715,9 @@ class Run:
         version = g(cl, "spec", "topology", "version", default="")
         if dying:
             tr = cond2("TopologyReconciled", "False", "Deleting", "Cluster is deleting", gen)
+        elif self.patch_error:
+            tr = cond2("TopologyReconciled", "False", "ReconcileFailed",
+                       "Error computing the desired state of the Cluster topology: %s" % self.patch_error, gen)
         elif self.ctl.require_clusterclass and self.cluster_class() is None:
             tr = cond2("TopologyReconciled", "False", "ClusterClassNotReconciled",
                        "ClusterClass %s not found in namespace %s" % (self.class_name(), self.ns), gen)
@@ -2796,6 +2915,7 @@ class Controller:
     def base_watches(self):
         out = [(k, "v1beta2") for k in ("Cluster", "ClusterClass") + CAPI_CHILD_KINDS]
         out += [(k, INFRA_VERSION) for k in INFRA_CHILD_KINDS + ("OpenStackClusterTemplate",)]
+        out += [(k, "v1beta2") for k in CLASS_TEMPLATE_KINDS]
         return out
 
     def start_watch(self, kind, ver):
@@ -2837,7 +2957,8 @@ class Controller:
         return "v1beta2"
 
     def objects_changed(self, kind, clusters, obj=None):
-        if kind == "ClusterClass" or kind == "OpenStackClusterTemplate" or (
+        if kind in ("ClusterClass", "OpenStackClusterTemplate") + CLASS_TEMPLATE_KINDS and (
+                obj is None or not labels_of(obj).get(L_CLUSTER)) or (
                 kind == "OpenStackMachineTemplate" and obj is not None and not labels_of(obj).get(L_CLUSTER)):
             for c in self.cache.all("Cluster", "v1beta2"):
                 self.queue.add(name_of(c))

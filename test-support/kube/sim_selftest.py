@@ -912,6 +912,10 @@ class SelfTest:
         crds = os.environ.get("MAGNUM_TEST_CAPI_CRDS")
         print("# capi_sim self-test: step %.3fs, CRD validation %s, dir %s" % (
             self.args.step, "off (%s)" % crds if crds and not os.path.isdir(crds) else "on", self.dir), flush=True)
+        # The ClusterClass patch engine (no server needed).
+        import patches_selftest
+        self.check("topology_patches self-test (variables, enabledIf, templates, JSON patches)",
+                   patches_selftest.main() == 0)
         self.api = self.start(self.dir)
         try:
             self.scenario_create()

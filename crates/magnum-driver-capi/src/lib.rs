@@ -7,9 +7,13 @@
 //! namespace, names and labels, another ClusterClass) are changed with a guarded JSON patch
 //! of their topology instead, leaving their class and variables as they are.
 
+mod class;
 mod health;
 pub mod kube;
+pub mod labels;
 pub mod render;
+#[cfg(test)]
+mod stand_in_tests;
 pub mod status;
 mod watch;
 
@@ -17,7 +21,7 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use magnum_conf::config::ClusterApiSection;
-use magnum_core::model::{Cluster, ClusterTemplate, Nodegroup as NodeGroup, NodegroupRole};
+use magnum_core::model::{Cluster, ClusterTemplate, Labels, Nodegroup as NodeGroup, NodegroupRole};
 use magnum_core::status::ClusterStatus as S;
 use magnum_core::{Error, RequestContext, Result};
 use serde_json::{Value, json};
@@ -203,6 +207,7 @@ impl CapiDriver {
                 ),
             });
         }
+        check_labels(cluster, template, ngs)?;
         let version = render::effective(cluster, template, "kube_tag")
             .unwrap_or_else(|| self.shared.cfg.default_kube_tag.clone());
         if parse_version(&version).is_none() {
@@ -629,6 +634,73 @@ fn in_progress_of(op: Operation) -> S {
     }
 }
 
+/// The names this driver registers under (its own and magnum-cluster-api's).
+pub fn driver_names() -> Vec<&'static str> {
+    std::iter::once(NAME)
+        .chain(MCAPI_NAMES.iter().map(|(n, _)| *n))
+        .collect()
+}
+
+/// The label checks of a new cluster from its labels alone (the API's, before anything is
+/// saved): the cluster's labels over its template's, cluster and nodegroup scope.
+pub fn check_label_maps(cluster: &Labels, template: &Labels) -> Result<()> {
+    labels::log_unknown(&[cluster, template]);
+    let cl = labels::Resolved::of(labels::Scope::Cluster, &[cluster, template]);
+    let ng = labels::Resolved::of(labels::Scope::Nodegroup, &[cluster, template]);
+    let first = cl
+        .errors
+        .iter()
+        .cloned()
+        .chain(labels::cross_checks(&cl))
+        .chain(ng.errors.iter().cloned())
+        .next();
+    match first {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+/// A new nodegroup's own labels (nodegroup scope), before its MachineDeployment is added;
+/// the cluster's were checked at its create.
+pub fn check_nodegroup_labels(ng: &NodeGroup) -> Result<()> {
+    labels::log_unknown(&[&ng.labels]);
+    match labels::Resolved::of(labels::Scope::Nodegroup, &[&ng.labels])
+        .errors
+        .into_iter()
+        .next()
+    {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+/// Every label the driver honours parses, for the cluster and each nodegroup; unknown labels
+/// are accepted (as upstream) and logged once. The first refusal names its label and value.
+pub fn check_labels(
+    cluster: &Cluster,
+    template: &ClusterTemplate,
+    ngs: &[NodeGroup],
+) -> Result<()> {
+    check_label_maps(&cluster.labels, &template.labels)?;
+    let mut errors = Vec::new();
+    for ng in ngs.iter().filter(|n| n.role != NodegroupRole::Master) {
+        let l = render::nodegroup_labels(Some(ng), cluster, template);
+        errors.extend(l.errors.iter().cloned());
+        if l.bool("auto_scaling_enabled")
+            && let (Some(min), Some(max)) = (l.int("min_node_count"), l.int("max_node_count"))
+            && min > max
+        {
+            errors.push(labels::LabelError::Conflict(format!(
+                "Invalid value for label max_node_count: '{max}' (below min_node_count {min})."
+            )));
+        }
+    }
+    match errors.into_iter().next() {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
 fn class_of(c: &Value) -> Option<&str> {
     let t = &c["spec"]["topology"];
     t["classRef"]["name"]
@@ -829,6 +901,7 @@ impl Driver for CapiDriver {
         cluster: &Cluster,
         nodegroup: &NodeGroup,
     ) -> Result<()> {
+        check_nodegroup_labels(nodegroup)?;
         let ngs = self.nodegroups_with(cluster, nodegroup).await?;
         self.reconcile(ctx, cluster, &ngs).await
     }
@@ -1034,6 +1107,58 @@ mod tests {
             id[5..]
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        );
+    }
+
+    #[test]
+    fn bad_labels_are_refused_as_invalid_parameters_naming_label_and_value() {
+        use magnum_core::model::NodegroupRole as R;
+        use render::tests::{cluster, nodegroup, template};
+        let (c, t) = (cluster(), template());
+        let ngs = [
+            nodegroup("default-master", R::Master, 1),
+            nodegroup("default-worker", R::Worker, 1),
+        ];
+        assert!(check_labels(&c, &t, &ngs).is_ok());
+        // The template's value counts when the cluster has none.
+        let mut bad_t = template();
+        bad_t.labels = serde_json::from_value(json!({"audit_log_enabled": "sometimes"})).unwrap();
+        let e = check_labels(&c, &bad_t, &ngs).unwrap_err();
+        assert!(matches!(e, Error::InvalidParameterValue { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "Invalid value for label audit_log_enabled: 'sometimes' (a boolean: true/false, yes/no, on/off, y/n, t/f or 1/0)."
+        );
+        // A nodegroup's own label.
+        let mut ng = nodegroup("gpu", R::Worker, 1);
+        ng.labels = serde_json::from_value(json!({"boot_volume_size": "big"})).unwrap();
+        let e = check_labels(&c, &t, &[ng]).unwrap_err().to_string();
+        assert!(e.contains("boot_volume_size") && e.contains("'big'"), "{e}");
+        // Across labels, and from the labels alone (the API's check).
+        let mut ng = nodegroup("w", R::Worker, 1);
+        ng.labels = serde_json::from_value(
+            json!({"auto_scaling_enabled": "true", "min_node_count": "3", "max_node_count": "2"}),
+        )
+        .unwrap();
+        assert!(check_labels(&c, &t, &[ng]).is_err());
+        let cl = serde_json::from_value(
+            json!({"octavia_provider": "ovn", "octavia_lb_algorithm": "ROUND_ROBIN"}),
+        )
+        .unwrap();
+        let e = check_label_maps(&cl, &Labels::new())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ROUND_ROBIN"), "{e}");
+        // Unknown labels are accepted.
+        let cl = serde_json::from_value(json!({"no_such_label": "x"})).unwrap();
+        assert!(check_label_maps(&cl, &Labels::new()).is_ok());
+        assert!(driver_names().contains(&"k8s_capi"));
+        let mut ng = nodegroup("new", R::Worker, 1);
+        ng.labels = serde_json::from_value(json!({"different_failure_domain": "maybe"})).unwrap();
+        let e = check_nodegroup_labels(&ng).unwrap_err().to_string();
+        assert!(
+            e.contains("different_failure_domain") && e.contains("'maybe'"),
+            "{e}"
         );
     }
 }

@@ -14,6 +14,7 @@ use magnum_core::status::ClusterStatus;
 use serde_json::{Value, json};
 
 use super::kube::Kind;
+use super::labels::{Resolved, Scope};
 
 /// The ClusterClass (and its templates) of this driver version. A new class per change of
 /// its shape, so existing clusters keep theirs until upgraded.
@@ -95,10 +96,6 @@ pub fn effective(cluster: &Cluster, template: &ClusterTemplate, key: &str) -> Op
     label(&cluster.labels, key)
         .or_else(|| label(&template.labels, key))
         .filter(|v| !v.is_empty())
-}
-
-fn truthy(v: Option<String>) -> bool {
-    v.is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes"))
 }
 
 /// The Kubernetes version the cluster should run (`kube_tag`, with the `v`).
@@ -191,6 +188,7 @@ fn is_worker(ng: &Nodegroup) -> bool {
         })
 }
 
+/// A Glance image or Neutron network: by id when it is a UUID, else by name.
 fn image_ref(image: &str) -> Value {
     if uuid::Uuid::parse_str(image).is_ok() {
         json!({"id": image})
@@ -201,6 +199,8 @@ fn image_ref(image: &str) -> Value {
 
 /// One MachineDeployment entry of the topology for a worker nodegroup.
 fn machine_deployment(ng: &Nodegroup, i: &Inputs<'_>) -> Value {
+    let l = nodegroup_labels(Some(ng), i.cluster, i.template);
+    let cl = cluster_labels(i.cluster, i.template);
     let mut md = json!({
         "class": WORKER_CLASS,
         "name": ng.name,
@@ -208,20 +208,30 @@ fn machine_deployment(ng: &Nodegroup, i: &Inputs<'_>) -> Value {
             "node.cluster.x-k8s.io/nodegroup": ng.name,
             format!("node-role.kubernetes.io/{}", ng.role.as_str()): "",
         }},
+        "healthCheck": {"enabled": cl.bool("auto_healing_enabled")},
     });
-    let autoscaling = truthy(label(&ng.labels, "auto_scaling_enabled"))
-        || truthy(effective(i.cluster, i.template, "auto_scaling_enabled"));
-    if autoscaling {
+    if l.bool("auto_scaling_enabled") {
         // The autoscaler owns the count between the bounds; applying a count would fight it.
+        // The fields win; the labels (capi-helm's) fill a nodegroup that has none.
+        let min = if ng.min_node_count > 0 {
+            i64::from(ng.min_node_count)
+        } else {
+            l.int("min_node_count").unwrap_or(0)
+        };
+        let max = ng
+            .max_node_count
+            .map(i64::from)
+            .or_else(|| l.int("max_node_count"))
+            .unwrap_or(i64::from(ng.node_count))
+            .max(i64::from(ng.node_count));
         md["metadata"]["annotations"] = json!({
-            "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": ng.min_node_count.max(0).to_string(),
-            "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size":
-                ng.max_node_count.unwrap_or(ng.node_count).max(ng.node_count).to_string(),
+            "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": min.to_string(),
+            "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": max.to_string(),
         });
     } else {
         md["replicas"] = json!(ng.node_count);
     }
-    if let Some(az) = label(&ng.labels, "availability_zone").filter(|z| !z.is_empty()) {
+    if let Some(az) = l.text("availability_zone") {
         md["failureDomain"] = json!(az);
     }
     let mut overrides = Vec::new();
@@ -231,15 +241,45 @@ fn machine_deployment(ng: &Nodegroup, i: &Inputs<'_>) -> Value {
     if let Some(img) = ng.image_id.as_deref().filter(|f| !f.is_empty()) {
         overrides.push(json!({"name": "image", "value": image_ref(img)}));
     }
-    if !overrides.is_empty() {
-        md["variables"] = json!({"overrides": overrides});
-    }
+    // Nodegroup-scoped labels: each nodegroup's own value reaches its machines.
+    overrides.push(
+        json!({"name": "bootVolume", "value": boot_volume(&l, &cl, l.text("availability_zone"))}),
+    );
+    overrides.push(
+        json!({"name": "differentFailureDomain", "value": l.bool("different_failure_domain")}),
+    );
+    md["variables"] = json!({"overrides": overrides});
     md
+}
+
+/// The cluster-scoped labels of a cluster (cluster, then template), parsed.
+pub fn cluster_labels(c: &Cluster, t: &ClusterTemplate) -> Resolved {
+    Resolved::of(Scope::Cluster, &[&c.labels, &t.labels])
+}
+
+/// A nodegroup's labels (nodegroup, cluster, template); the control plane's when `ng` is None.
+pub fn nodegroup_labels(ng: Option<&Nodegroup>, c: &Cluster, t: &ClusterTemplate) -> Resolved {
+    match ng {
+        Some(ng) => Resolved::of(Scope::Nodegroup, &[&ng.labels, &c.labels, &t.labels]),
+        None => Resolved::of(Scope::Nodegroup, &[&c.labels, &t.labels]),
+    }
+}
+
+/// The `bootVolume` variable of a nodegroup (or, with None, the control plane's).
+fn boot_volume(ng: &Resolved, cl: &Resolved, az: Option<&str>) -> Value {
+    json!({
+        "size": ng.int("boot_volume_size").unwrap_or(0),
+        "type": ng.text("boot_volume_type").unwrap_or_default(),
+        "availabilityZone": cl.text("boot_volume_availability_zone").or(az).unwrap_or_default(),
+    })
 }
 
 /// The topology variables of a cluster (declared by [`cluster_class`]).
 fn variables(i: &Inputs<'_>) -> Vec<Value> {
     let (c, t) = (i.cluster, i.template);
+    let l = cluster_labels(c, t);
+    let cp = nodegroup_labels(None, c, t);
+    let az = cp.text("availability_zone");
     let worker_flavor = c
         .flavor_id
         .clone()
@@ -258,18 +298,70 @@ fn variables(i: &Inputs<'_>) -> Vec<Value> {
         .map(|s| s.trim().to_owned())
         .filter(|s| !s.is_empty())
         .collect();
+    // NodeRestriction always first, as magnum-cluster-api does.
+    let mut plugins = vec!["NodeRestriction".to_owned()];
+    plugins.extend(
+        l.list("admission_control_list")
+            .iter()
+            .filter(|p| *p != "NodeRestriction")
+            .cloned(),
+    );
+    let text = |name: &str| l.text(name).unwrap_or_default().to_owned();
+    let runtime_size = c.docker_volume_size.or(t.docker_volume_size).unwrap_or(0);
     let mut v = vec![
-        json!({"name": "identityRef", "value": {"name": format!("{}-cloud-config", i.stack_id), "cloudName": "default"}}),
+        json!({"name": "identityRef", "value": {"type": "Secret", "name": format!("{}-cloud-config", i.stack_id), "cloudName": "default"}}),
         json!({"name": "image", "value": image_ref(t.image_id.as_deref().unwrap_or_default())}),
         json!({"name": "flavor", "value": worker_flavor}),
         json!({"name": "controlPlaneFlavor", "value": master_flavor}),
         json!({"name": "sshKeyName", "value": c.keypair.clone().or_else(|| t.keypair_id.clone()).unwrap_or_default()}),
         json!({"name": "apiServerLoadBalancer", "value": c.master_lb_enabled}),
         json!({"name": "dnsNameservers", "value": dns}),
-        json!({"name": "nodeCidr", "value": effective(c, t, "fixed_subnet_cidr").unwrap_or_else(|| "10.0.0.0/24".into())}),
+        json!({"name": "nodeCidr", "value": text("fixed_subnet_cidr")}),
+        json!({"name": "admissionPlugins", "value": plugins.join(",")}),
+        json!({"name": "apiServerCertSANs", "value": l.list("api_server_cert_sans")}),
+        json!({"name": "apiServerTLSCipherSuites", "value": l.list("api_server_tls_cipher_suites").join(",")}),
+        json!({"name": "kubeletTLSCipherSuites", "value": l.list("kubelet_tls_cipher_suites").join(",")}),
+        json!({"name": "auditLog", "value": {
+            "enabled": l.bool("audit_log_enabled"),
+            "maxAge": l.int("audit_log_max_age").unwrap_or(30),
+            "maxBackup": l.int("audit_log_max_backup").unwrap_or(10),
+            "maxSize": l.int("audit_log_max_size").unwrap_or(100),
+        }}),
+        json!({"name": "oidc", "value": {
+            "issuerURL": text("oidc_issuer_url"),
+            "clientID": text("oidc_client_id"),
+            "usernameClaim": text("oidc_username_claim"),
+            "usernamePrefix": text("oidc_username_prefix"),
+            "groupsClaim": text("oidc_groups_claim"),
+            "groupsPrefix": text("oidc_groups_prefix"),
+        }}),
+        json!({"name": "keystoneAuth", "value": l.bool("keystone_auth_enabled")}),
+        json!({"name": "imageRepository", "value": text("container_infra_prefix")}),
+        json!({"name": "etcdVolume", "value": {
+            "size": l.int("etcd_volume_size").unwrap_or(0),
+            "type": text("etcd_volume_type"),
+            "availabilityZone": az.unwrap_or_default(),
+        }}),
+        json!({"name": "runtimeVolume", "value": {
+            "size": runtime_size.max(0),
+            "type": text("docker_volume_type"),
+            "availabilityZone": az.unwrap_or_default(),
+        }}),
+        json!({"name": "bootVolume", "value": boot_volume(&cp, &l, az)}),
+        json!({"name": "differentFailureDomain", "value": cp.bool("different_failure_domain")}),
+        json!({"name": "controlPlaneAvailabilityZones", "value": l.list("control_plane_availability_zones")}),
+        json!({"name": "apiServerFloatingIP", "value": text("api_server_floating_ip")}),
+        json!({"name": "disableAPIServerFloatingIP", "value": !l.bool("master_lb_floating_ip_enabled")}),
+        json!({"name": "apiServerLoadBalancerOptions", "value": {
+            "provider": text("octavia_provider"),
+            "flavor": text("api_server_lb_flavor"),
+            "availabilityZone": text("api_server_lb_availability_zone"),
+            "allowedCIDRs": l.list("api_master_lb_allowed_cidrs"),
+        }}),
+        json!({"name": "extraNetworks", "value": l.list("extra_network_names")}),
     ];
     if let Some(net) = t.external_network_id.as_deref().filter(|n| !n.is_empty()) {
-        v.push(json!({"name": "externalNetworkId", "value": net}));
+        v.push(json!({"name": "externalNetwork", "value": image_ref(net)}));
     }
     v
 }
@@ -291,10 +383,10 @@ pub fn cluster(i: &Inputs<'_>) -> Value {
         .map(|ng| machine_deployment(ng, i))
         .collect();
     let network_driver = t.network_driver.clone().unwrap_or_else(|| "calico".into());
-    let pods = effective(c, t, &format!("{network_driver}_ipv4pool"))
-        .unwrap_or_else(|| "10.100.0.0/16".into());
-    let services =
-        effective(c, t, "service_cluster_ip_range").unwrap_or_else(|| "10.254.0.0/16".into());
+    let l = cluster_labels(c, t);
+    let text_or = |name: &str, default: &str| l.text(name).unwrap_or(default).to_owned();
+    let pods = text_or(&format!("{network_driver}_ipv4pool"), "10.100.0.0/16");
+    let services = text_or("service_cluster_ip_range", "10.254.0.0/16");
     let mut m = meta(i.stack_id, i);
     m["labels"]["cni"] = json!(network_driver);
     json!({
@@ -303,14 +395,17 @@ pub fn cluster(i: &Inputs<'_>) -> Value {
         "metadata": m,
         "spec": {
             "clusterNetwork": {
-                "serviceDomain": effective(c, t, "dns_cluster_domain").unwrap_or_else(|| "cluster.local".into()),
+                "serviceDomain": text_or("dns_cluster_domain", "cluster.local"),
                 "pods": {"cidrBlocks": [pods]},
                 "services": {"cidrBlocks": [services]},
             },
             "topology": {
                 "classRef": {"name": CLASS},
                 "version": kube_version(i),
-                "controlPlane": {"replicas": masters},
+                "controlPlane": {
+                    "replicas": masters,
+                    "healthCheck": {"enabled": l.bool("auto_healing_enabled")},
+                },
                 "workers": {"machineDeployments": workers},
                 "variables": variables(i),
             },
@@ -371,150 +466,7 @@ pub fn render(i: &Inputs<'_>) -> Vec<Value> {
     out
 }
 
-fn shared_meta(name: &str, namespace: &str) -> Value {
-    json!({"name": name, "namespace": namespace, "labels": {"magnum.openstack.org/driver": "k8s_capi"}})
-}
-
-fn template_ref(kind: Kind, name: &str) -> Value {
-    json!({"apiVersion": kind.api_version(), "kind": kind.name(), "name": name})
-}
-
-fn string_var(name: &str, required: bool) -> Value {
-    json!({"name": name, "required": required, "schema": {"openAPIV3Schema": {"type": "string"}}})
-}
-
-fn patch(path: &str, variable: &str) -> Value {
-    json!({"op": "add", "path": path, "valueFrom": {"variable": variable}})
-}
-
-/// The ClusterClass and its four templates, shared by every cluster of this driver version
-/// (applied again, idempotently, on every create and upgrade).
-pub fn cluster_class(namespace: &str) -> Vec<Value> {
-    let cp_machine = format!("{CLASS}-control-plane");
-    let worker_machine = format!("{CLASS}-worker");
-    let infra = |selector: Value, paths: &[(&str, &str)]| {
-        json!({
-            "selector": selector,
-            "jsonPatches": paths.iter().map(|(p, v)| patch(p, v)).collect::<Vec<_>>(),
-        })
-    };
-    let machine_paths: &[(&str, &str)] = &[
-        ("/spec/template/spec/image", "image"),
-        ("/spec/template/spec/sshKeyName", "sshKeyName"),
-        ("/spec/template/spec/identityRef", "identityRef"),
-    ];
-    vec![
-        json!({
-            "apiVersion": Kind::OpenStackClusterTemplate.api_version(),
-            "kind": "OpenStackClusterTemplate",
-            "metadata": shared_meta(CLASS, namespace),
-            "spec": {"template": {"spec": {
-                "managedSecurityGroups": {"allowAllInClusterTraffic": true},
-                "managedSubnets": [{"cidr": "10.0.0.0/24"}],
-                "apiServerLoadBalancer": {"enabled": false},
-                "identityRef": {"name": "placeholder", "cloudName": "default"},
-            }}},
-        }),
-        json!({
-            "apiVersion": Kind::OpenStackMachineTemplate.api_version(),
-            "kind": "OpenStackMachineTemplate",
-            "metadata": shared_meta(&cp_machine, namespace),
-            "spec": {"template": {"spec": {"flavor": "placeholder", "image": {"filter": {"name": "placeholder"}}}}},
-        }),
-        json!({
-            "apiVersion": Kind::OpenStackMachineTemplate.api_version(),
-            "kind": "OpenStackMachineTemplate",
-            "metadata": shared_meta(&worker_machine, namespace),
-            "spec": {"template": {"spec": {"flavor": "placeholder", "image": {"filter": {"name": "placeholder"}}}}},
-        }),
-        json!({
-            "apiVersion": Kind::KubeadmControlPlaneTemplate.api_version(),
-            "kind": "KubeadmControlPlaneTemplate",
-            "metadata": shared_meta(CLASS, namespace),
-            "spec": {"template": {"spec": {"kubeadmConfigSpec": {
-                "clusterConfiguration": {"apiServer": {"extraArgs": [
-                    {"name": "cloud-provider", "value": "external"},
-                    {"name": "enable-admission-plugins", "value": "NodeRestriction"},
-                ]}},
-                "initConfiguration": {"nodeRegistration": {"name": "{{ local_hostname }}", "kubeletExtraArgs": [
-                    {"name": "cloud-provider", "value": "external"},
-                    {"name": "provider-id", "value": "openstack:///{{ instance_id }}"},
-                ]}},
-                "joinConfiguration": {"nodeRegistration": {"name": "{{ local_hostname }}", "kubeletExtraArgs": [
-                    {"name": "cloud-provider", "value": "external"},
-                    {"name": "provider-id", "value": "openstack:///{{ instance_id }}"},
-                ]}},
-            }}}},
-        }),
-        json!({
-            "apiVersion": Kind::KubeadmConfigTemplate.api_version(),
-            "kind": "KubeadmConfigTemplate",
-            "metadata": shared_meta(CLASS, namespace),
-            "spec": {"template": {"spec": {
-                "joinConfiguration": {"nodeRegistration": {"name": "{{ local_hostname }}", "kubeletExtraArgs": [
-                    {"name": "cloud-provider", "value": "external"},
-                    {"name": "provider-id", "value": "openstack:///{{ instance_id }}"},
-                ]}},
-            }}},
-        }),
-        json!({
-            "apiVersion": Kind::ClusterClass.api_version(),
-            "kind": "ClusterClass",
-            "metadata": shared_meta(CLASS, namespace),
-            "spec": {
-                "infrastructure": {"templateRef": template_ref(Kind::OpenStackClusterTemplate, CLASS)},
-                "controlPlane": {
-                    "templateRef": template_ref(Kind::KubeadmControlPlaneTemplate, CLASS),
-                    "machineInfrastructure": {"templateRef": template_ref(Kind::OpenStackMachineTemplate, &cp_machine)},
-                },
-                "workers": {"machineDeployments": [{
-                    "class": WORKER_CLASS,
-                    "bootstrap": {"templateRef": template_ref(Kind::KubeadmConfigTemplate, CLASS)},
-                    "infrastructure": {"templateRef": template_ref(Kind::OpenStackMachineTemplate, &worker_machine)},
-                }]},
-                "variables": [
-                    {"name": "identityRef", "required": true, "schema": {"openAPIV3Schema": {
-                        "type": "object", "required": ["name", "cloudName"],
-                        "properties": {"name": {"type": "string"}, "cloudName": {"type": "string"}}}}},
-                    {"name": "image", "required": true, "schema": {"openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {"id": {"type": "string"},
-                                       "filter": {"type": "object", "properties": {"name": {"type": "string"}}}}}}},
-                    string_var("flavor", true),
-                    string_var("controlPlaneFlavor", true),
-                    string_var("sshKeyName", false),
-                    string_var("externalNetworkId", false),
-                    string_var("nodeCidr", true),
-                    {"name": "apiServerLoadBalancer", "required": true, "schema": {"openAPIV3Schema": {"type": "boolean"}}},
-                    {"name": "dnsNameservers", "required": true, "schema": {"openAPIV3Schema": {
-                        "type": "array", "items": {"type": "string"}}}},
-                ],
-                "patches": [
-                    {"name": "cluster", "definitions": [infra(
-                        json!({"apiVersion": Kind::OpenStackClusterTemplate.api_version(), "kind": "OpenStackClusterTemplate",
-                               "matchResources": {"infrastructureCluster": true}}),
-                        &[("/spec/template/spec/identityRef", "identityRef"),
-                          ("/spec/template/spec/apiServerLoadBalancer/enabled", "apiServerLoadBalancer"),
-                          ("/spec/template/spec/managedSubnets/0/cidr", "nodeCidr"),
-                          ("/spec/template/spec/managedSubnets/0/dnsNameservers", "dnsNameservers")])]},
-                    {"name": "externalNetwork", "enabledIf": "{{ if .externalNetworkId }}true{{ end }}",
-                     "definitions": [infra(
-                        json!({"apiVersion": Kind::OpenStackClusterTemplate.api_version(), "kind": "OpenStackClusterTemplate",
-                               "matchResources": {"infrastructureCluster": true}}),
-                        &[("/spec/template/spec/externalNetwork/id", "externalNetworkId")])]},
-                    {"name": "controlPlaneMachines", "definitions": [infra(
-                        json!({"apiVersion": Kind::OpenStackMachineTemplate.api_version(), "kind": "OpenStackMachineTemplate",
-                               "matchResources": {"controlPlane": true}}),
-                        &[machine_paths, &[("/spec/template/spec/flavor", "controlPlaneFlavor")][..]].concat())]},
-                    {"name": "workerMachines", "definitions": [infra(
-                        json!({"apiVersion": Kind::OpenStackMachineTemplate.api_version(), "kind": "OpenStackMachineTemplate",
-                               "matchResources": {"machineDeploymentClass": {"names": [WORKER_CLASS]}}}),
-                        &[machine_paths, &[("/spec/template/spec/flavor", "flavor")][..]].concat())]},
-                ],
-            },
-        }),
-    ]
-}
+pub use super::class::cluster_class;
 
 /// A cluster's labels as the render reads them (for the validation's messages).
 pub fn labels_of(cluster: &Cluster, template: &ClusterTemplate) -> Labels {
@@ -760,6 +712,92 @@ pub(crate) mod tests {
         assert!(
             !format!("{cas:?}{cloud:?}").contains("KEY")
                 && !format!("{cloud:?}").contains("s3cret")
+        );
+    }
+
+    #[test]
+    fn labels_become_topology_variables_and_nodegroup_overrides() {
+        let mut c = cluster();
+        c.labels = serde_json::from_value(json!({
+            "kube_tag": "v1.33.1",
+            "admission_control_list": "PodSecurity",
+            "audit_log_enabled": "1",
+            "audit_log_max_size": "5",
+            "oidc_issuer_url": "https://idp",
+            "keystone_auth_enabled": "false",
+            "boot_volume_size": "30",
+            "availability_zone": "az1",
+            "master_lb_floating_ip_enabled": "no",
+            "auto_healing_enabled": "f",
+            "auto_scaling_enabled": "y",
+            "max_node_count": "7",
+        }))
+        .unwrap();
+        let mut t = template();
+        t.labels =
+            serde_json::from_value(json!({"etcd_volume_size": "10", "audit_log_max_size": "99"}))
+                .unwrap();
+        let mut gpu = nodegroup("gpu", NodegroupRole::Worker, 2);
+        gpu.labels = serde_json::from_value(
+            json!({"boot_volume_size": "80", "different_failure_domain": "true"}),
+        )
+        .unwrap();
+        let ngs = vec![nodegroup("default-master", NodegroupRole::Master, 1), gpu];
+        let addons = Addons::default();
+        let obj = super::cluster(&inputs(&c, &t, &ngs, &addons));
+        let topo = &obj["spec"]["topology"];
+        let var = |n: &str| {
+            topo["variables"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|v| v["name"] == n)
+                .unwrap()["value"]
+                .clone()
+        };
+        assert_eq!(var("admissionPlugins"), "NodeRestriction,PodSecurity");
+        assert_eq!(
+            var("auditLog"),
+            json!({"enabled": true, "maxAge": 30, "maxBackup": 10, "maxSize": 5})
+        );
+        assert_eq!(var("oidc")["issuerURL"], "https://idp");
+        assert_eq!(var("oidc")["usernameClaim"], "sub");
+        assert_eq!(var("keystoneAuth"), false);
+        assert_eq!(
+            var("etcdVolume"),
+            json!({"size": 10, "type": "", "availabilityZone": "az1"})
+        );
+        assert_eq!(
+            var("bootVolume"),
+            json!({"size": 30, "type": "", "availabilityZone": "az1"})
+        );
+        assert_eq!(var("disableAPIServerFloatingIP"), true);
+        assert_eq!(var("identityRef")["type"], "Secret");
+        assert_eq!(
+            var("externalNetwork"),
+            json!({"filter": {"name": "public"}})
+        );
+        assert_eq!(topo["controlPlane"]["healthCheck"]["enabled"], false);
+        let md = &topo["workers"]["machineDeployments"][0];
+        assert_eq!(md["healthCheck"]["enabled"], false);
+        let over = md["variables"]["overrides"].as_array().unwrap();
+        let ov = |n: &str| over.iter().find(|v| v["name"] == n).unwrap()["value"].clone();
+        assert_eq!(
+            ov("bootVolume")["size"],
+            80,
+            "the nodegroup's label over the cluster's"
+        );
+        assert_eq!(ov("differentFailureDomain"), true);
+        // Auto-scaling (a strict bool now): bounds from the fields, the label filling max.
+        assert!(md.get("replicas").is_none());
+        let ann = &md["metadata"]["annotations"];
+        assert_eq!(
+            ann["cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"],
+            "0"
+        );
+        assert_eq!(
+            ann["cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"],
+            "7"
         );
     }
 }

@@ -155,13 +155,17 @@ impl Clusters<'_> {
     /// The template's driver must be one this deployment runs (api.md §6.2.3 step 4).
     /// Upstream resolved the driver from (server_type, os, coe) and ignored the template's
     /// `driver`, which could pick a different driver than the one that runs.
-    fn check_driver(&self, t: &ClusterTemplate) -> Result<()> {
+    fn driver_name(&self, t: &ClusterTemplate) -> Option<String> {
         let settings = &self.s.settings;
-        let name = t
-            .driver
+        t.driver
             .clone()
             .or_else(|| settings.default_driver.clone())
-            .or_else(|| settings.drivers.iter().min().cloned());
+            .or_else(|| settings.drivers.iter().min().cloned())
+    }
+
+    fn check_driver(&self, t: &ClusterTemplate) -> Result<()> {
+        let settings = &self.s.settings;
+        let name = self.driver_name(t);
         let none = || "None".to_owned();
         match name {
             Some(n) if settings.drivers.contains(&n) => Ok(()),
@@ -178,6 +182,10 @@ impl Clusters<'_> {
     /// The checks upstream makes before the caller's policy (api.md §6.2.3 steps 4-7).
     pub fn check_create(&self, t: &ClusterTemplate, req: &NewCluster) -> Result<()> {
         self.check_driver(t)?;
+        if let (Some(check), Some(driver)) = (&self.s.label_check, self.driver_name(t)) {
+            let template: Map<String, Value> = loads(t.labels.as_deref()).unwrap_or_default();
+            check(&driver, &initial_labels(req, t), &template)?;
+        }
         let docker_volume_size = or_template(req.docker_volume_size, &t.docker_volume_size);
         if t.docker_storage_driver.as_deref() == Some("devicemapper")
             && docker_volume_size.is_none_or(|v| v < 3)

@@ -53,6 +53,18 @@ impl Default for ServiceSettings {
     }
 }
 
+/// A driver's check of a new cluster's labels (the driver name, the cluster's labels, its
+/// template's), so a value that cannot work is refused with a 400 before anything is saved.
+pub type LabelCheck = Arc<
+    dyn Fn(
+            &str,
+            &serde_json::Map<String, serde_json::Value>,
+            &serde_json::Map<String, serde_json::Value>,
+        ) -> magnum_core::Result<()>
+        + Send
+        + Sync,
+>;
+
 /// Everything the services need. Cheap to share behind an `Arc`.
 pub struct Services {
     db: Database,
@@ -68,6 +80,8 @@ pub struct Services {
     handoff: Option<UnsavedRows>,
     /// Per-cluster OpenStack credentials, when the deployment keeps them.
     credentials: Option<Arc<dyn credentials::ClusterCredentials>>,
+    /// The drivers' label checks at cluster create.
+    label_check: Option<LabelCheck>,
 }
 
 impl Services {
@@ -104,7 +118,14 @@ impl Services {
             staged: None,
             handoff: None,
             credentials: None,
+            label_check: None,
         }
+    }
+
+    /// Check new clusters' labels with `check` (see [`LabelCheck`]).
+    pub fn with_label_check(mut self, check: Option<LabelCheck>) -> Self {
+        self.label_check = check;
+        self
     }
 
     /// Make each new cluster its own OpenStack credentials (see [`credentials`]).

@@ -189,6 +189,15 @@ impl Templates<'_> {
             doc.insert("cluster_distro".into(), Value::String(distro));
         }
         let driver = self.pick_driver(text(&doc, "driver"), image.and_then(|i| i.magnum_driver))?;
+        // A label value the template's driver cannot use is refused now, not at each cluster.
+        if let (Some(check), Some(d)) = (&self.s.label_check, driver.as_deref()) {
+            let labels = doc
+                .get("labels")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            check(d, &Map::new(), &labels)?;
+        }
         doc.insert(
             "driver".into(),
             driver.map(Value::String).unwrap_or(Value::Null),

@@ -58,6 +58,18 @@ fn service_settings(cfg: &Config) -> ServiceSettings {
     }
 }
 
+/// The Cluster API driver's label checks, for clusters of its driver names only.
+fn capi_label_check() -> magnum_service::LabelCheck {
+    let names = magnum_driver_capi::driver_names();
+    std::sync::Arc::new(move |driver, cluster, template| {
+        if names.contains(&driver) {
+            magnum_driver_capi::check_label_maps(cluster, template)
+        } else {
+            Ok(())
+        }
+    })
+}
+
 /// The Keystone client `[keystone_authtoken]` describes.
 pub fn keystone_client(cfg: &Config) -> Result<Keystone, Failure> {
     let k = &cfg.keystone_authtoken;
@@ -252,7 +264,8 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
     let services = Services::new(db.clone(), conductor, validator, service_settings(cfg))
         .with_staging(staged)
         .with_handoff(handoff)
-        .with_credentials(cluster_credentials(cfg, &auth, &openstack));
+        .with_credentials(cluster_credentials(cfg, &auth, &openstack))
+        .with_label_check(cfg.cluster_api.enabled.then(capi_label_check));
     let state = Arc::new(AppState {
         db,
         auth,

@@ -1,0 +1,332 @@
+//! The ClusterClass's patches run: the driver's objects for a cluster with many labels are
+//! applied to the Kubernetes API stand-in (test-support/kube), whose simulated topology
+//! controller resolves the variables, runs the patches and creates the control plane,
+//! machine and bootstrap templates, each checked by the stand-in against the real CRD
+//! schemas; then the fields each label must change are read back.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use magnum_conf::config::ClusterApiSection;
+use magnum_core::model::NodegroupRole;
+use serde_json::{Value, json};
+
+use crate::kube::{Kind, Management};
+use crate::render::tests::{cluster, nodegroup, template};
+use crate::render::{self, Addons, Inputs};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The stand-in, stopped on drop.
+struct StandIn(PathBuf);
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(repo_root().join("test-support/kube/stop.sh"))
+            .arg(&self.0)
+            .output();
+    }
+}
+
+fn arg<'a>(args: &'a [Value], name: &str) -> Option<&'a str> {
+    args.iter()
+        .find(|a| a["name"] == name)
+        .and_then(|a| a["value"].as_str())
+}
+
+async fn wait_for(
+    mgmt: &Management,
+    sim_log: &Path,
+    kind: Kind,
+    selector: &str,
+    n: usize,
+) -> Vec<Value> {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = mgmt.list(kind, selector).await.unwrap();
+        let failed = std::fs::read_to_string(sim_log)
+            .unwrap_or_default()
+            .contains("patches failed");
+        if got.len() >= n || failed || Instant::now() > until {
+            return got;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_label_reaches_the_objects_the_topology_controller_creates() {
+    let crds = repo_root().join("../shared/fixtures/capi-crds");
+    if !crds.is_dir() {
+        eprintln!(
+            "SKIP: {} is absent: the patched objects cannot be checked against the CRD schemas",
+            crds.display()
+        );
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("magnum-capi-patches-{}", uuid::Uuid::new_v4()));
+    let out = Command::new("bash")
+        .arg(repo_root().join("test-support/kube/start.sh"))
+        .arg(&dir)
+        .env("CAPI_SIM_STEP_SECONDS", "0.2")
+        .output()
+        .unwrap();
+    let _stand_in = StandIn(dir.clone());
+    assert!(
+        out.status.success(),
+        "start.sh: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cfg = ClusterApiSection {
+        kubeconfig: dir.join("kubeconfig").display().to_string(),
+        ..ClusterApiSection::default()
+    };
+    let mgmt = Management::connect(&cfg).await.unwrap();
+
+    let mut c = cluster();
+    c.labels = serde_json::from_value(json!({
+        "kube_tag": "v1.33.1",
+        "admission_control_list": "PodSecurity,NodeRestriction",
+        "api_server_cert_sans": "api.example.com,10.1.2.3",
+        "kubelet_tls_cipher_suites": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+        "audit_log_enabled": "True",
+        "audit_log_max_age": "7",
+        "oidc_issuer_url": "https://idp.example.com/realms/k8s",
+        "oidc_client_id": "kubernetes",
+        "oidc_groups_claim": "groups",
+        "keystone_auth_enabled": "yes",
+        "container_infra_prefix": "mirror.example.com:5000/k8s/",
+        "etcd_volume_size": "20",
+        "etcd_volume_type": "ssd",
+        "availability_zone": "az1",
+        "boot_volume_size": "40",
+        "boot_volume_type": "fast",
+        "control_plane_availability_zones": "az1,az2",
+        "master_lb_floating_ip_enabled": "false",
+        "octavia_provider": "ovn",
+        "octavia_lb_algorithm": "SOURCE_IP_PORT",
+        "api_server_lb_flavor": "lb.small",
+        "api_master_lb_allowed_cidrs": "10.0.0.0/8, 192.168.0.0/16",
+        "different_failure_domain": "on",
+        "extra_network_names": "storage",
+        "dns_cluster_domain": "corp.local",
+        "fixed_subnet_cidr": "10.20.0.0/24",
+        "calico_ipv4pool": "10.200.0.0/16",
+        "auto_healing_enabled": "false",
+    }))
+    .unwrap();
+    let mut t = template();
+    t.docker_volume_size = Some(30);
+    t.labels = serde_json::from_value(json!({"docker_volume_type": "ssd"})).unwrap();
+    let mut gpu = nodegroup("gpu", NodegroupRole::Worker, 1);
+    gpu.labels = serde_json::from_value(
+        json!({"boot_volume_size": "100", "different_failure_domain": "n", "availability_zone": "az2"}),
+    )
+    .unwrap();
+    let mut worker = nodegroup("default-worker", NodegroupRole::Worker, 2);
+    worker.labels = c.labels.clone();
+    let ngs = vec![
+        nodegroup("default-master", NodegroupRole::Master, 1),
+        worker,
+        gpu,
+    ];
+    crate::check_labels(&c, &t, &ngs).unwrap();
+    let addons = Addons::default();
+    let stack = "kube-pt0001";
+    let inputs = Inputs {
+        cluster: &c,
+        template: &t,
+        nodegroups: &ngs,
+        stack_id: stack,
+        namespace: mgmt.namespace(),
+        default_kube_tag: "v1.33.1",
+        cloud: None,
+        cas: None,
+        addons: &addons,
+    };
+    for obj in render::cluster_class(mgmt.namespace())
+        .iter()
+        .chain(&render::render(&inputs))
+    {
+        mgmt.apply(obj).await.unwrap();
+    }
+
+    let sel = format!("{}={stack}", render::CAPI_CLUSTER_LABEL);
+    let kcp = wait_for(
+        &mgmt,
+        &dir.join("capi_sim.log"),
+        Kind::KubeadmControlPlane,
+        &sel,
+        1,
+    )
+    .await;
+    let osc = wait_for(
+        &mgmt,
+        &dir.join("capi_sim.log"),
+        Kind::OpenStackCluster,
+        &sel,
+        1,
+    )
+    .await;
+    let osmts = wait_for(
+        &mgmt,
+        &dir.join("capi_sim.log"),
+        Kind::OpenStackMachineTemplate,
+        &sel,
+        3,
+    )
+    .await;
+    let kcts = wait_for(
+        &mgmt,
+        &dir.join("capi_sim.log"),
+        Kind::KubeadmConfigTemplate,
+        &sel,
+        2,
+    )
+    .await;
+    let log = std::fs::read_to_string(dir.join("capi_sim.log")).unwrap_or_default();
+    assert!(
+        kcp.len() == 1 && osc.len() == 1 && osmts.len() == 3 && kcts.len() == 2,
+        "the simulated controller did not create every object; its log:\n{log}"
+    );
+
+    // OpenStackCluster: zones, floating IP, load balancer, subnet.
+    let o = &osc[0]["spec"];
+    assert_eq!(o["controlPlaneAvailabilityZones"], json!(["az1", "az2"]));
+    assert_eq!(o["disableAPIServerFloatingIP"], true);
+    assert_eq!(o["apiServerLoadBalancer"]["enabled"], true);
+    assert_eq!(o["apiServerLoadBalancer"]["provider"], "ovn");
+    assert_eq!(o["apiServerLoadBalancer"]["flavor"], "lb.small");
+    assert_eq!(
+        o["apiServerLoadBalancer"]["allowedCIDRs"],
+        json!(["10.0.0.0/8", "192.168.0.0/16"])
+    );
+    assert_eq!(o["managedSubnets"][0]["cidr"], "10.20.0.0/24");
+    assert_eq!(o["externalNetwork"], json!({"filter": {"name": "public"}}));
+    assert_eq!(o["identityRef"]["name"], format!("{stack}-cloud-config"));
+
+    // KubeadmControlPlane: API server arguments, SANs, files, volumes, disks, registry.
+    let k = &kcp[0]["spec"]["kubeadmConfigSpec"];
+    let api = &k["clusterConfiguration"]["apiServer"];
+    let args = api["extraArgs"].as_array().unwrap();
+    assert_eq!(
+        arg(args, "enable-admission-plugins"),
+        Some("NodeRestriction,PodSecurity")
+    );
+    assert_eq!(
+        arg(args, "tls-cipher-suites"),
+        Some(crate::labels::API_CIPHERS)
+    );
+    assert_eq!(arg(args, "audit-log-maxage"), Some("7"));
+    assert_eq!(arg(args, "audit-log-maxbackup"), Some("10"));
+    assert_eq!(
+        arg(args, "oidc-issuer-url"),
+        Some("https://idp.example.com/realms/k8s")
+    );
+    assert_eq!(arg(args, "oidc-client-id"), Some("kubernetes"));
+    assert_eq!(arg(args, "oidc-username-claim"), Some("sub"));
+    assert_eq!(arg(args, "oidc-groups-claim"), Some("groups"));
+    assert_eq!(arg(args, "authorization-mode"), Some("Node,RBAC,Webhook"));
+    assert_eq!(api["certSANs"], json!(["api.example.com", "10.1.2.3"]));
+    assert_eq!(api["extraVolumes"].as_array().unwrap().len(), 3);
+    assert_eq!(k["files"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        k["clusterConfiguration"]["imageRepository"],
+        "mirror.example.com:5000/k8s"
+    );
+    assert_eq!(
+        k["mounts"],
+        json!([
+            ["LABEL=etcd_disk", "/var/lib/etcd"],
+            ["LABEL=runtime_disk", "/var/lib/containerd"]
+        ])
+    );
+    assert_eq!(k["diskSetup"]["partitions"][1]["device"], "/dev/vdc");
+    let kubelet = k["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"]
+        .as_array()
+        .unwrap();
+    assert_eq!(
+        arg(kubelet, "tls-cipher-suites"),
+        Some("TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256")
+    );
+
+    // Machine templates: the control plane's, and one per MachineDeployment.
+    let by_role = |role: &str| {
+        osmts
+            .iter()
+            .find(|o| o["metadata"]["annotations"]["capi-sim.magnum-rs.dev/template-role"] == role)
+            .unwrap_or_else(|| panic!("no OpenStackMachineTemplate for {role}: {osmts:?}"))["spec"]
+            ["template"]["spec"]
+            .clone()
+    };
+    let cp = by_role("control-plane");
+    assert_eq!(cp["flavor"], "m1.large");
+    assert_eq!(
+        cp["rootVolume"],
+        // CAPO's schema defaults `from: Name`.
+        json!({"sizeGiB": 40, "type": "fast", "availabilityZone": {"from": "Name", "name": "az1"}})
+    );
+    let disks = cp["additionalBlockDevices"].as_array().unwrap();
+    assert_eq!(disks.len(), 2);
+    assert_eq!(
+        disks[0],
+        json!({"name": "etcd", "sizeGiB": 20, "storage": {"type": "Volume",
+               "volume": {"type": "ssd", "availabilityZone": {"from": "Name", "name": "az1"}}}})
+    );
+    assert_eq!(disks[1]["sizeGiB"], 30);
+    assert_eq!(
+        cp["schedulerHintAdditionalProperties"][0]["value"],
+        json!({"type": "Bool", "bool": true})
+    );
+    let w = by_role("md-default-worker");
+    assert_eq!(w["rootVolume"]["sizeGiB"], 40);
+    assert_eq!(
+        w["ports"],
+        json!([{}, {"network": {"filter": {"name": "storage"}}}])
+    );
+    assert_eq!(w["additionalBlockDevices"].as_array().unwrap().len(), 1);
+    let g = by_role("md-gpu");
+    assert_eq!(g["rootVolume"]["sizeGiB"], 100, "the nodegroup's own label");
+    assert_eq!(g["rootVolume"]["availabilityZone"]["name"], "az2");
+    assert_eq!(
+        g["schedulerHintAdditionalProperties"][0]["value"]["bool"],
+        false
+    );
+
+    // Bootstrap templates (one per MachineDeployment): kubelet ciphers, runtime disk.
+    let kct = &kcts[0]["spec"]["template"]["spec"];
+    let kubelet = kct["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"]
+        .as_array()
+        .unwrap();
+    assert_eq!(
+        arg(kubelet, "tls-cipher-suites"),
+        Some("TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256")
+    );
+    assert_eq!(
+        kct["mounts"],
+        json!([["LABEL=runtime_disk", "/var/lib/containerd"]])
+    );
+    assert_eq!(kct["diskSetup"]["partitions"][0]["device"], "/dev/vdb");
+
+    // The Cluster itself: network and health checks.
+    let cl = mgmt.get(Kind::Cluster, stack).await.unwrap().unwrap();
+    assert_eq!(cl["spec"]["clusterNetwork"]["serviceDomain"], "corp.local");
+    assert_eq!(
+        cl["spec"]["clusterNetwork"]["pods"]["cidrBlocks"],
+        json!(["10.200.0.0/16"])
+    );
+    assert_eq!(
+        cl["spec"]["topology"]["controlPlane"]["healthCheck"]["enabled"],
+        false
+    );
+    assert!(
+        !log.contains("patches failed"),
+        "the simulated controller reported a patch failure:\n{log}"
+    );
+}
