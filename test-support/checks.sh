@@ -21,3 +21,10 @@ result() {
 checks_summary() {
     echo "$CHECKS_NAME: $passed passed, $failed failed"
 }
+# checks_failed_again LOG: the failed checks of LOG (with their indented detail lines) once
+# more, so that they, not a log dump, end a failed run's output.
+checks_failed_again() {
+    ((failed > 0)) && [[ -f $1 ]] || return 0
+    echo "--- the failed checks again:" >&2
+    grep -E -A 6 "^$CHECKS_NAME: FAIL" "$1" | grep -E "^$CHECKS_NAME: (FAIL|  )" >&2
+}

@@ -63,11 +63,7 @@ finish() {
                 tail -n 6 "$f" >&2
             done
         fi
-        # Once more after the logs, so the failed checks and their details end the output.
-        if ((failed > 0)) && [[ -f $W/checks.log ]]; then
-            echo "--- the failed checks again:" >&2
-            grep -E -A 6 '^cutover: FAIL' "$W/checks.log" | grep -E '^cutover: (FAIL|  )' >&2
-        fi
+        checks_failed_again "$W/checks.log"
         for f in "$W"/pids/*.pid; do
             [[ -f $f ]] && stop_group "$f" &
         done

@@ -46,6 +46,7 @@ finish() {
                 tail -n 8 "$f" >&2
             done
         fi
+        checks_failed_again "$W/checks.log"
         if [[ -n ${HA_KEEP:-} ]]; then
             mkdir -p "$HA_KEEP" && cp -r "$W"/logs "$W"/haproxy "$HA_KEEP"/ 2>/dev/null
             for f in "$W"/galera/n*/error.log* "$W"/galera/n*/recover.log; do
@@ -220,4 +221,4 @@ result $? "two magnumd api and three magnumd conductor processes, both APIs UP i
 }
 
 # --- The fault test ---------------------------------------------------------------------------
-"$venv/bin/python" "$here/ha.py" "$W"
+"$venv/bin/python" "$here/ha.py" "$W" 2>&1 | tee "$W/checks.log"
