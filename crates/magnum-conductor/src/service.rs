@@ -338,7 +338,7 @@ impl ConductorApi for Conductor {
         match req {
             Request::ClusterCreate(r) => done(
                 cast(inner, method, ctx, cluster, || {
-                    handlers::cluster::create(inner, ctx, &r.cluster_uuid)
+                    handlers::cluster::create_requested(inner, ctx, &r)
                 })
                 .await,
             ),

@@ -36,6 +36,10 @@ pub struct ClusterCreate {
     pub node_count: i32,
     /// Minutes; None means no timeout.
     pub create_timeout: Option<i32>,
+    /// The new cluster as upstream's API sent it (an oslo object primitive) when no row exists
+    /// yet: the conductor inserts it, with its default nodegroups, before it builds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsaved: Option<serde_json::Value>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -69,6 +73,10 @@ pub struct ClusterUpgrade {
 pub struct NodegroupRef {
     pub cluster_uuid: ClusterUuid,
     pub nodegroup_uuid: NodeGroupUuid,
+    /// For `nodegroup_create` from upstream's API: the new nodegroup (an oslo object
+    /// primitive) when no row exists yet; the conductor inserts it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsaved: Option<serde_json::Value>,
 }
 
 /// The nodegroup fields a PATCH may change (api.md §6.3.5), with their new values. JSON

@@ -330,6 +330,7 @@ impl Clusters<'_> {
         };
         let groups = default_nodegroups(&row, t, master_count, node_count)?;
         let message = ClusterCreate {
+            unsaved: None,
             cluster_uuid: uuid.clone().into(),
             master_count,
             node_count,

@@ -361,6 +361,7 @@ impl Nodegroups<'_> {
         doc.insert("cluster_id".into(), Value::String(cluster_uuid.clone()));
         doc.insert("project_id".into(), Value::String(project_id));
         let message = NodegroupRef {
+            unsaved: None,
             cluster_uuid: cluster_uuid.clone().into(),
             nodegroup_uuid: uuid.clone().into(),
         };
@@ -485,6 +486,7 @@ impl Nodegroups<'_> {
         }
         ClusterOp::NodegroupDelete.check(c.status)?;
         let message = NodegroupRef {
+            unsaved: None,
             cluster_uuid: c.ident(),
             nodegroup_uuid: ng.ident(),
         };

@@ -6,7 +6,7 @@ use magnum_core::status::ClusterStatus as S;
 use magnum_core::{Error, ErrorKind, RequestContext, Result};
 use magnum_db::repo::cluster::Cluster;
 use magnum_db::repo::nodegroup::NodeGroup;
-use magnum_rpc::{ClusterResize, ClusterUpdate, ClusterUpgrade};
+use magnum_rpc::{ClusterCreate, ClusterResize, ClusterUpdate, ClusterUpgrade};
 
 use super::{cert_ctx, fail, save_cluster, save_ng, status};
 use crate::notify::{Action, Outcome};
@@ -52,6 +52,25 @@ async fn check(
         return Err(e);
     }
     Ok(())
+}
+
+/// A `cluster_create`. Upstream's API sends the cluster unsaved: it is inserted first, as
+/// upstream's conductor does (the codec only decodes).
+pub(crate) async fn create_requested(
+    inner: &Inner,
+    ctx: &RequestContext,
+    req: &ClusterCreate,
+) -> Result<()> {
+    if let Some(unsaved) = &req.unsaved {
+        magnum_service::compat::adopt::insert_cluster(
+            &inner.db,
+            unsaved,
+            req.master_count,
+            req.node_count,
+        )
+        .await?;
+    }
+    create(inner, ctx, &req.cluster_uuid).await
 }
 
 /// The cluster row and its default nodegroups exist (CREATE_IN_PROGRESS): make the

@@ -87,6 +87,11 @@ fn claimed_ok(e: &Error) -> bool {
 pub(crate) async fn create(inner: &Inner, ctx: &RequestContext, req: NodegroupRef) -> Result<()> {
     let lock = inner.lock_for(&req.cluster_uuid);
     let _held = lock.lock().await;
+    // Sent unsaved by upstream's API: inserted here (the codec only decodes).
+    if let Some(unsaved) = &req.unsaved {
+        magnum_service::compat::adopt::insert_nodegroup(&inner.db, &req.cluster_uuid, unsaved)
+            .await?;
+    }
     let (cluster, ng) = load(inner, ctx, &req.cluster_uuid, &req.nodegroup_uuid).await?;
     if ng.status != Some(S::CreateInProgress) {
         return Ok(());

@@ -158,6 +158,7 @@ impl Env {
     async fn create(&self, name: &str, labels: &str) -> String {
         let uuid = self.insert(name, labels).await;
         let req = ClusterCreate {
+            unsaved: None,
             cluster_uuid: uuid.clone().into(),
             master_count: 1,
             node_count: 2,
@@ -515,6 +516,7 @@ async fn nodegroups_create_update_delete_and_fail() {
     };
     let extra = e.db.nodegroups().create(add("extra", "{}")).await.unwrap();
     let req = NodegroupRef {
+        unsaved: None,
         cluster_uuid: uuid.clone().into(),
         nodegroup_uuid: extra.uuid.clone().into(),
     };
@@ -574,6 +576,7 @@ async fn nodegroups_create_update_delete_and_fail() {
         .nodegroup_create(
             &ctx(),
             NodegroupRef {
+                unsaved: None,
                 cluster_uuid: uuid.clone().into(),
                 nodegroup_uuid: bad.uuid.clone().into(),
             },

@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 
-use crate::lifecycle::Lifecycle;
 use magnum_core::{Error, RequestContext};
 use magnum_db::Database;
 use magnum_db::json::loads;
@@ -25,8 +24,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::indirection;
-use super::rows::{self, new_row};
-use crate::clusters::default_nodegroups;
+use super::rows;
 use magnum_rpc::messages::{method as m, *};
 use magnum_rpc::oslo::codec::{Codec, Decoded, WireRequest, context_from_wire, context_to_wire};
 use magnum_rpc::oslo::objects::{
@@ -441,74 +439,41 @@ impl MagnumCodec {
         Ok(a)
     }
 
-    /// A `cluster_create` from upstream's API: insert the new cluster and its default
-    /// nodegroups (CREATE_IN_PROGRESS), unless they exist (our API inserted them).
-    async fn insert_new_cluster(
+    /// A `cluster_create`'s cluster: its uuid (upstream's database layer makes one when the
+    /// object has none), and the object itself when no row exists yet (upstream's API sent it
+    /// unsaved; the conductor inserts it). Reads only.
+    async fn unsaved_cluster(
         &self,
-        cluster: &Object,
-        master_count: i32,
-        node_count: i32,
-    ) -> Result<String, RpcError> {
+        cluster: &mut Object,
+    ) -> Result<(String, Option<Value>), RpcError> {
         let uuid = match cluster.str("uuid") {
             Some(u) => u.to_owned(),
-            // Upstream's database layer generates a missing uuid.
-            None => uuid::Uuid::new_v4().to_string(),
+            None => {
+                let u = uuid::Uuid::new_v4().to_string();
+                cluster.set("uuid", Value::String(u.clone()))?;
+                u
+            }
         };
         match self.db.clusters().get_by_uuid(&system(), &uuid).await {
-            Ok(_) => return Ok(uuid),
-            Err(Error::ClusterNotFound { .. }) => {}
-            Err(e) => return Err(remote(&e)),
-        }
-        let mut row: Cluster = new_row(cluster)?;
-        row.uuid = Some(uuid.clone());
-        let template_uuid = row.cluster_template_id.clone().unwrap_or_default();
-        let template = self
-            .db
-            .cluster_templates()
-            .get_by_uuid(&system(), &template_uuid)
-            .await
-            .map_err(|e| remote(&e))?;
-        let ngs = default_nodegroups(&row, &template, master_count, node_count)
-            .map_err(|e| RpcError::Malformed(e.to_string()))?;
-        match Lifecycle::new(self.db.clone())
-            .insert_cluster(row, ngs, None)
-            .await
-        {
-            Ok(_) => {
-                tracing::info!(cluster = %uuid, "cluster_create from an upstream API: inserted the cluster and its default nodegroups");
-                Ok(uuid)
-            }
-            // Another conductor worker got the same message (a redelivery) first.
-            Err(Error::ClusterAlreadyExists { .. }) => Ok(uuid),
+            Ok(_) => Ok((uuid, None)),
+            Err(Error::ClusterNotFound { .. }) => Ok((uuid, Some(cluster.to_primitive()))),
             Err(e) => Err(remote(&e)),
         }
     }
 
-    /// A `nodegroup_create` from upstream's API: insert the new nodegroup (CREATE_IN_PROGRESS)
-    /// unless it exists.
-    async fn insert_new_nodegroup(
+    /// As [`Self::unsaved_cluster`], for a `nodegroup_create`'s nodegroup.
+    async fn unsaved_nodegroup(
         &self,
         cluster_uuid: &str,
         ng: &Object,
-    ) -> Result<String, RpcError> {
+    ) -> Result<(String, Option<Value>), RpcError> {
         let uuid: String = required(ng, "uuid")?;
         match self.nodegroup_row(cluster_uuid, &uuid).await {
-            Ok(_) => return Ok(uuid),
-            Err(RpcError::Remote(r)) if r.kind == magnum_core::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-        let mut row: NodeGroup = new_row(ng)?;
-        row.cluster_id = cluster_uuid.to_owned();
-        match Lifecycle::new(self.db.clone()).insert_nodegroup(row).await {
-            Ok(_) => {
-                tracing::info!(cluster = %cluster_uuid, nodegroup = %uuid, "nodegroup_create from an upstream API: inserted the nodegroup");
-                Ok(uuid)
+            Ok(_) => Ok((uuid, None)),
+            Err(RpcError::Remote(r)) if r.kind == magnum_core::ErrorKind::NotFound => {
+                Ok((uuid, Some(ng.to_primitive())))
             }
-            // A redelivery: the row is ours already.
-            Err(e) => match self.nodegroup_row(cluster_uuid, &uuid).await {
-                Ok(_) => Ok(uuid),
-                Err(_) => Err(remote(&e)),
-            },
+            Err(e) => Err(e),
         }
     }
 
@@ -517,17 +482,16 @@ impl MagnumCodec {
         let ctx = &req.context;
         match req.method.as_str() {
             m::CLUSTER_CREATE => {
-                let cluster = arg_object(a, "cluster", &CLUSTER)?;
+                let mut cluster = arg_object(a, "cluster", &CLUSTER)?;
                 let master_count = arg_i32(a, "master_count")?;
                 let node_count = arg_i32(a, "node_count")?;
-                let uuid = self
-                    .insert_new_cluster(&cluster, master_count, node_count)
-                    .await?;
+                let (uuid, unsaved) = self.unsaved_cluster(&mut cluster).await?;
                 let r = ClusterCreate {
                     cluster_uuid: uuid.into(),
                     master_count,
                     node_count,
                     create_timeout: opt_i32(a, "create_timeout")?,
+                    unsaved,
                 };
                 dispatch(ctx, m::CLUSTER_CREATE, &r)
             }
@@ -591,10 +555,11 @@ impl MagnumCodec {
                 let cluster = arg_object(a, "cluster", &CLUSTER)?;
                 let ng = arg_object(a, "nodegroup", &NODEGROUP)?;
                 let cluster_uuid: String = required(&cluster, "uuid")?;
-                let nodegroup_uuid = self.insert_new_nodegroup(&cluster_uuid, &ng).await?;
+                let (nodegroup_uuid, unsaved) = self.unsaved_nodegroup(&cluster_uuid, &ng).await?;
                 let r = NodegroupRef {
                     cluster_uuid: cluster_uuid.into(),
                     nodegroup_uuid: nodegroup_uuid.into(),
+                    unsaved,
                 };
                 dispatch(ctx, m::NODEGROUP_CREATE, &r)
             }
@@ -628,6 +593,7 @@ impl MagnumCodec {
                 let cluster = arg_object(a, "cluster", &CLUSTER)?;
                 let ng = arg_object(a, "nodegroup", &NODEGROUP)?;
                 let r = NodegroupRef {
+                    unsaved: None,
                     cluster_uuid: required(&cluster, "uuid")?,
                     nodegroup_uuid: required(&ng, "uuid")?,
                 };

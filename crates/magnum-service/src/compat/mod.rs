@@ -4,6 +4,7 @@
 //! the services because it needs rows and a domain rule (a new cluster's default
 //! nodegroups); the transport below it (`magnum_rpc::oslo`) knows neither.
 
+pub mod adopt;
 pub mod codec;
 pub mod indirection;
 pub mod rows;

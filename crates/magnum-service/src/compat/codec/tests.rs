@@ -48,6 +48,30 @@ fn dispatched(d: Decoded) -> Message {
     }
 }
 
+/// What the conductor's create handlers do first with a decoded create: insert the object
+/// upstream's API sent unsaved (the codec itself writes nothing).
+async fn conductor_inserts(db: &magnum_db::Database, m: &Message) {
+    match m.method.as_str() {
+        m::CLUSTER_CREATE => {
+            let r: ClusterCreate = serde_json::from_value(m.args.clone()).unwrap();
+            if let Some(u) = &r.unsaved {
+                crate::compat::adopt::insert_cluster(db, u, r.master_count, r.node_count)
+                    .await
+                    .unwrap();
+            }
+        }
+        m::NODEGROUP_CREATE => {
+            let r: NodegroupRef = serde_json::from_value(m.args.clone()).unwrap();
+            if let Some(u) = &r.unsaved {
+                crate::compat::adopt::insert_nodegroup(db, &r.cluster_uuid, u)
+                    .await
+                    .unwrap();
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Every method our API sends, with the exact keyword arguments of §12 in Python's order.
 fn our_messages(s: &Seed) -> Vec<(Message, &'static [&'static str])> {
     let worker = s.worker.uuid.clone();
@@ -57,6 +81,7 @@ fn our_messages(s: &Seed) -> Vec<(Message, &'static [&'static str])> {
             msg(
                 m::CLUSTER_CREATE,
                 ClusterCreate {
+                    unsaved: None,
                     cluster_uuid: cluster.clone().into(),
                     master_count: 1,
                     node_count: 2,
@@ -121,6 +146,7 @@ fn our_messages(s: &Seed) -> Vec<(Message, &'static [&'static str])> {
             msg(
                 m::NODEGROUP_CREATE,
                 NodegroupRef {
+                    unsaved: None,
                     cluster_uuid: cluster.clone().into(),
                     nodegroup_uuid: worker.clone().into(),
                 },
@@ -146,6 +172,7 @@ fn our_messages(s: &Seed) -> Vec<(Message, &'static [&'static str])> {
             msg(
                 m::NODEGROUP_DELETE,
                 NodegroupRef {
+                    unsaved: None,
                     cluster_uuid: cluster.clone().into(),
                     nodegroup_uuid: worker.clone().into(),
                 },
@@ -456,19 +483,35 @@ async fn cluster_create_from_upstream_inserts_the_cluster_and_its_default_nodegr
         json!({"cluster": upstream_new_cluster(CLUSTER_UUID), "master_count": 1,
                "node_count": 3, "create_timeout": 60}),
     );
+    let back = dispatched(codec.decode_request(req.clone()).await.unwrap());
+    let decoded: ClusterCreate = serde_json::from_value(back.args.clone()).unwrap();
+    assert!(
+        decoded.unsaved.is_some(),
+        "no row yet: the object travels on"
+    );
+    assert!(
+        db.clusters()
+            .get_by_uuid(&system(), CLUSTER_UUID)
+            .await
+            .is_err(),
+        "the codec decodes; it does not write"
+    );
     for _redelivered in 0..2 {
-        let back = dispatched(codec.decode_request(req.clone()).await.unwrap());
-        assert_eq!(
-            back.args,
-            to_value(&ClusterCreate {
-                cluster_uuid: CLUSTER_UUID.into(),
-                master_count: 1,
-                node_count: 3,
-                create_timeout: Some(60),
-            })
-            .unwrap()
-        );
+        conductor_inserts(&db, &back).await;
     }
+    // Once inserted, a redelivered message decodes to the plain request.
+    let again = dispatched(codec.decode_request(req.clone()).await.unwrap());
+    assert_eq!(
+        again.args,
+        to_value(&ClusterCreate {
+            unsaved: None,
+            cluster_uuid: CLUSTER_UUID.into(),
+            master_count: 1,
+            node_count: 3,
+            create_timeout: Some(60),
+        })
+        .unwrap()
+    );
     let sys = system();
     let c = db.clusters().get_by_uuid(&sys, CLUSTER_UUID).await.unwrap();
     assert_eq!(c.status.map(|s| s.as_str()), Some("CREATE_IN_PROGRESS"));
@@ -529,7 +572,14 @@ async fn cluster_create_from_upstream_inserts_the_cluster_and_its_default_nodegr
         m::CLUSTER_CREATE,
         json!({"cluster": bad, "master_count": 1, "node_count": 1, "create_timeout": 60}),
     );
-    assert!(codec.decode_request(req).await.is_err());
+    let back = dispatched(codec.decode_request(req).await.unwrap());
+    let r: ClusterCreate = serde_json::from_value(back.args).unwrap();
+    let unsaved = r.unsaved.unwrap();
+    assert!(
+        crate::compat::adopt::insert_cluster(&db, &unsaved, 1, 1)
+            .await
+            .is_err()
+    );
     assert!(
         db.clusters()
             .get_by_uuid(&sys, "11111111-2222-4333-8444-555555555555")
@@ -554,6 +604,7 @@ async fn with_create_cluster_in_conductor_the_api_stages_and_the_conductor_inser
     let create = msg(
         m::CLUSTER_CREATE,
         ClusterCreate {
+            unsaved: None,
             cluster_uuid: CLUSTER_UUID.into(),
             master_count: 1,
             node_count: 2,
@@ -574,7 +625,8 @@ async fn with_create_cluster_in_conductor_the_api_stages_and_the_conductor_inser
     // Taken: a second encode finds neither a staged nor a stored cluster.
     assert!(codec.encode_request(&create).await.is_err());
     // The conductor's part.
-    dispatched(codec.decode_request(w).await.unwrap());
+    let back = dispatched(codec.decode_request(w).await.unwrap());
+    conductor_inserts(&db, &back).await;
     let c = db
         .clusters()
         .get_by_uuid(&system(), CLUSTER_UUID)
@@ -599,6 +651,7 @@ async fn with_create_cluster_in_conductor_the_api_stages_and_the_conductor_inser
         .encode_request(&msg(
             m::NODEGROUP_CREATE,
             NodegroupRef {
+                unsaved: None,
                 cluster_uuid: CLUSTER_UUID.into(),
                 nodegroup_uuid: ng_uuid.into(),
             },
@@ -608,7 +661,8 @@ async fn with_create_cluster_in_conductor_the_api_stages_and_the_conductor_inser
     let sent = Object::from_primitive(&w.args["nodegroup"]).unwrap();
     assert!(!sent.is_set("id") && !sent.is_set("status"));
     assert_eq!(sent.str("name"), Some("extra"));
-    dispatched(codec.decode_request(w).await.unwrap());
+    let back = dispatched(codec.decode_request(w).await.unwrap());
+    conductor_inserts(&db, &back).await;
     let stored = db
         .nodegroups()
         .get_by_uuid(&system(), CLUSTER_UUID, ng_uuid)
@@ -635,6 +689,7 @@ async fn the_inserted_cluster_is_sent_as_handed_over_not_read_back() {
     let create = msg(
         m::CLUSTER_CREATE,
         ClusterCreate {
+            unsaved: None,
             cluster_uuid: CLUSTER_UUID.into(),
             master_count: 1,
             node_count: 2,
@@ -718,13 +773,16 @@ async fn nodegroup_patch_and_create_travel_as_upstreams_objects() {
         m::NODEGROUP_CREATE,
         json!({"cluster": spec_cluster(), "nodegroup": new.to_primitive()}),
     );
+    let back = dispatched(codec.decode_request(req.clone()).await.unwrap());
+    assert_eq!(back.args["unsaved"][KEY_DATA]["name"], "gpu");
     for _redelivered in 0..2 {
-        let back = dispatched(codec.decode_request(req.clone()).await.unwrap());
-        assert_eq!(
-            back.args,
-            json!({"cluster_uuid": CLUSTER_UUID, "nodegroup_uuid": new_uuid})
-        );
+        conductor_inserts(&db, &back).await;
     }
+    let again = dispatched(codec.decode_request(req.clone()).await.unwrap());
+    assert_eq!(
+        again.args,
+        json!({"cluster_uuid": CLUSTER_UUID, "nodegroup_uuid": new_uuid})
+    );
     let row = db
         .nodegroups()
         .get_by_uuid(&system(), CLUSTER_UUID, new_uuid)
@@ -826,7 +884,8 @@ async fn upstreams_new_cluster_creates_through_our_decoder() {
         m::CLUSTER_CREATE,
         json!({"cluster": cluster, "master_count": 3, "node_count": 1, "create_timeout": 60}),
     );
-    dispatched(codec.decode_request(req).await.unwrap());
+    let back = dispatched(codec.decode_request(req).await.unwrap());
+    conductor_inserts(&db, &back).await;
     let c = db
         .clusters()
         .get_by_uuid(&system(), CLUSTER_UUID)
