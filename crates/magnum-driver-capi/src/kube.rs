@@ -28,11 +28,13 @@ pub enum Kind {
     OpenStackClusterTemplate,
     OpenStackMachineTemplate,
     ClusterResourceSet,
+    /// CAAPH's: one Helm chart installed into the Clusters it selects.
+    HelmChartProxy,
     Secret,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::Cluster,
         Kind::ClusterClass,
         Kind::KubeadmControlPlane,
@@ -44,6 +46,7 @@ impl Kind {
         Kind::OpenStackClusterTemplate,
         Kind::OpenStackMachineTemplate,
         Kind::ClusterResourceSet,
+        Kind::HelmChartProxy,
         Kind::Secret,
     ];
 
@@ -106,6 +109,12 @@ impl Kind {
                 "v1beta2",
                 "ClusterResourceSet",
                 "clusterresourcesets",
+            ),
+            Kind::HelmChartProxy => (
+                "addons.cluster.x-k8s.io",
+                "v1alpha1",
+                "HelmChartProxy",
+                "helmchartproxies",
             ),
             Kind::Secret => ("", "v1", "Secret", "secrets"),
         }

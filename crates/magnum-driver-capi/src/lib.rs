@@ -7,6 +7,7 @@
 //! namespace, names and labels, another ClusterClass) are changed with a guarded JSON patch
 //! of their topology instead, leaving their class and variables as they are.
 
+pub mod addons;
 mod class;
 mod health;
 pub mod kube;
@@ -251,6 +252,7 @@ impl CapiDriver {
         let (cloud, cas, addons) = self
             .inputs_parts(ctx, cluster, template, with_secrets)
             .await?;
+        let charts = addons::Settings::from_config(&self.shared.cfg);
         let inputs = Inputs {
             cluster,
             template,
@@ -261,16 +263,26 @@ impl CapiDriver {
             cloud: cloud.as_ref(),
             cas: cas.as_ref(),
             addons: &addons,
+            charts: charts.as_ref(),
         };
         if with_secrets {
             for obj in render::cluster_class(mgmt.namespace()) {
                 mgmt.apply(&obj).await?;
             }
             for obj in render::render(&inputs) {
-                mgmt.apply(&obj).await?;
+                apply_object(mgmt, &obj).await?;
             }
         } else {
+            // The add-ons follow an upgrade's minor and label changes with the Cluster.
+            if let Some(s) = &charts {
+                for obj in addons::proxies(&inputs, s) {
+                    apply_object(mgmt, &obj).await?;
+                }
+            }
             mgmt.apply(&render::cluster(&inputs)).await?;
+        }
+        if charts.is_some() {
+            remove_unselected_addons(mgmt, &inputs).await?;
         }
         Ok(())
     }
@@ -330,7 +342,7 @@ impl CapiDriver {
         {
             Ok(_) => Ok(true),
             Err(::kube::Error::Api(s)) if s.code == 409 => Ok(false),
-            Err(::kube::Error::Api(s)) => Err(kube::KubeError::Refused {
+            Err(::kube::Error::Api(s)) => Err(self::kube::KubeError::Refused {
                 what: format!("Cluster {name}"),
                 code: s.code,
                 reason: s.reason,
@@ -978,6 +990,41 @@ impl Driver for CapiDriver {
     }
 }
 
+/// Applies one rendered object; a HelmChartProxy the management cluster has no kind for
+/// says what is missing (CAAPH) instead of a bare 404, before the Cluster is created.
+async fn apply_object(mgmt: &Management, obj: &serde_json::Value) -> Result<()> {
+    match mgmt.apply(obj).await {
+        Err(self::kube::KubeError::Refused { code: 404, .. })
+            if Kind::of(obj) == Some(Kind::HelmChartProxy) =>
+        {
+            Err(Error::ServiceUnavailable {
+                message: NO_CAAPH.into(),
+            })
+        }
+        other => other.map_err(Error::from),
+    }
+}
+
+/// Why a cluster cannot get its add-ons when CAAPH is missing.
+pub const NO_CAAPH: &str = "The management cluster has no HelmChartProxy kind: install the Cluster API add-on provider for Helm (CAAPH) there, or set [cluster_api] addons_helm_enabled = false and deliver the add-ons through addons_path.";
+
+/// Deletes the HelmChartProxies of add-ons the cluster no longer wants (a label turned
+/// off): CAAPH then uninstalls their releases.
+async fn remove_unselected_addons(mgmt: &Management, i: &Inputs<'_>) -> Result<()> {
+    let (wanted, unwanted) = addons::selected(i);
+    let keep: Vec<String> = wanted.iter().map(|a| a.proxy_name(i.stack_id)).collect();
+    for a in unwanted {
+        let name = a.proxy_name(i.stack_id);
+        // Both CNIs share a name: the wanted one stays.
+        if keep.contains(&name) {
+            continue;
+        }
+        // Gone already, or no CAAPH at all: both answer 404, which is success here.
+        mgmt.delete(Kind::HelmChartProxy, &name).await?;
+    }
+    Ok(())
+}
+
 impl CapiDriver {
     /// One step of a delete, run by the delete and by every poll while it lasts: first the
     /// load balancers the cloud controller made (else the Cluster's network cannot go),
@@ -1034,8 +1081,11 @@ impl CapiDriver {
         };
         let mut ok = true;
         let selector = format!("{UUID_LABEL}={}", cluster.uuid);
-        for kind in [Kind::ClusterResourceSet, Kind::Secret] {
+        for kind in [Kind::HelmChartProxy, Kind::ClusterResourceSet, Kind::Secret] {
             match mgmt.list(kind, &selector).await {
+                // No CAAPH, so no HelmChartProxy to remove.
+                Err(self::kube::KubeError::Refused { code: 404, .. })
+                    if kind == Kind::HelmChartProxy => {}
                 Ok(items) => {
                     for item in items {
                         let name = item["metadata"]["name"].as_str().unwrap_or_default();

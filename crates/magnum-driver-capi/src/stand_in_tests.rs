@@ -149,6 +149,7 @@ async fn every_label_reaches_the_objects_the_topology_controller_creates() {
         cloud: None,
         cas: None,
         addons: &addons,
+        charts: None,
     };
     for obj in render::cluster_class(mgmt.namespace())
         .iter()
