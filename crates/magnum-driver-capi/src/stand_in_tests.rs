@@ -331,3 +331,100 @@ async fn every_label_reaches_the_objects_the_topology_controller_creates() {
         "the simulated controller reported a patch failure:\n{log}"
     );
 }
+
+/// Whether everything `sent` holds reads back the same (the schema may add defaults).
+fn subset(sent: &Value, back: &Value) -> bool {
+    match (sent, back) {
+        (Value::Object(a), Value::Object(b)) => a
+            .iter()
+            .all(|(k, v)| b.get(k).is_some_and(|w| subset(v, w))),
+        _ => sent == back,
+    }
+}
+
+/// Every HelmChartProxy the driver renders is accepted by the stand-in against CAAPH's real
+/// CRD schema and reads back unchanged (nothing pruned as unknown, nothing rejected), for
+/// both CNIs with every optional add-on and a mirror prefix; the delete's cleanup removes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_helm_chart_proxy_fits_the_caaph_schema() {
+    let crds = repo_root().join("../shared/fixtures/capi-crds");
+    let hcp_crd = crds.join("addons.cluster.x-k8s.io_helmchartproxies.yaml");
+    if !hcp_crd.is_file() {
+        eprintln!(
+            "SKIP: {} is absent: the HelmChartProxies cannot be checked against CAAPH's schema",
+            hcp_crd.display()
+        );
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("magnum-capi-hcp-{}", uuid::Uuid::new_v4()));
+    let out = Command::new("bash")
+        .arg(repo_root().join("test-support/kube/start.sh"))
+        .arg(&dir)
+        .arg("--no-controller")
+        .output()
+        .unwrap();
+    let _stand_in = StandIn(dir.clone());
+    assert!(
+        out.status.success(),
+        "start.sh: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cfg = ClusterApiSection {
+        kubeconfig: dir.join("kubeconfig").display().to_string(),
+        ..ClusterApiSection::default()
+    };
+    let mgmt = Management::connect(&cfg).await.unwrap();
+    let settings = crate::addons::Settings::from_config(&cfg).unwrap();
+    let cloud = crate::addons::tests::cloud();
+    let addons = Addons::default();
+    let mut seen = 0;
+    for driver in ["calico", "cilium"] {
+        let mut c = cluster();
+        c.labels = serde_json::from_value(json!({
+            "kube_tag": "v1.32.3",
+            "container_infra_prefix": "mirror.example.com/k8s",
+            "manila_csi_enabled": "true",
+            "cilium_hubble_ui_enabled": "true",
+            "cloud_provider_tag": "v1.32.1",
+        }))
+        .unwrap();
+        let mut t = template();
+        t.network_driver = Some(driver.into());
+        let i = crate::addons::tests::inputs(&c, &t, &[], &addons, &cloud, &settings);
+        let proxies = crate::addons::proxies(&i, &settings);
+        assert_eq!(proxies.len(), 5);
+        for p in &proxies {
+            mgmt.apply(p)
+                .await
+                .unwrap_or_else(|e| panic!("{driver} {}: {e}", p["metadata"]["name"]));
+            let name = p["metadata"]["name"].as_str().unwrap();
+            let back = mgmt.get(Kind::HelmChartProxy, name).await.unwrap().unwrap();
+            assert!(
+                subset(&p["spec"], &back["spec"]),
+                "{name}: the schema pruned or changed a field\nsent: {}\nread: {}",
+                p["spec"],
+                back["spec"]
+            );
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 10);
+    let sel = format!("{}={}", render::UUID_LABEL, cluster().uuid);
+    let listed = mgmt.list(Kind::HelmChartProxy, &sel).await.unwrap();
+    assert_eq!(
+        listed.len(),
+        5,
+        "one proxy per add-on: the CNI's name is shared"
+    );
+    for p in listed {
+        let name = p["metadata"]["name"].as_str().unwrap();
+        mgmt.delete(Kind::HelmChartProxy, name).await.unwrap();
+    }
+    assert!(
+        mgmt.list(Kind::HelmChartProxy, &sel)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
