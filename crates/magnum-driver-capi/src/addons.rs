@@ -11,7 +11,9 @@ use magnum_conf::config::ClusterApiSection;
 use serde_json::{Value, json};
 
 use super::kube::Kind;
-use super::render::{Inputs, UUID_LABEL, cluster_labels, effective, kube_version, meta};
+use super::render::{
+    Inputs, UUID_LABEL, b64, cluster_labels, effective, kube_version, meta, secret,
+};
 
 /// The Secret in the workload cluster's `kube-system` every OpenStack chart reads
 /// (`cloud.conf`, `ca.crt`; magnum-cluster-api's name, so its users' habits carry over).
@@ -426,6 +428,85 @@ pub fn values(addon: Addon, i: &Inputs<'_>) -> Value {
     }
 }
 
+/// A gcfg (INI) string value, quoted so no character of a secret can end it.
+fn ini_quote(v: &str) -> String {
+    format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// The workload cluster's `cloud.conf`, as magnum-cluster-api writes it (spec §3): the
+/// cluster's application credential and its Octavia settings.
+pub fn cloud_conf(i: &Inputs<'_>, cloud: &super::render::CloudConfig) -> String {
+    let l = cluster_labels(i.cluster, i.template);
+    let mut g = vec![format!("auth-url={}", ini_quote(&cloud.auth_url))];
+    if let Some(r) = &cloud.region {
+        g.push(format!("region={}", ini_quote(r)));
+    }
+    if let Some((id, secret)) = &cloud.credential {
+        g.push(format!("application-credential-id={}", ini_quote(id)));
+        g.push(format!(
+            "application-credential-secret={}",
+            ini_quote(secret)
+        ));
+    }
+    g.push(format!("tls-insecure={}", !cloud.verify));
+    if cloud.ca_bundle.is_some() {
+        g.push("ca-file=/etc/config/ca.crt".into());
+    }
+    let provider = l.text("octavia_provider").unwrap_or("amphorav2");
+    // ovn balances by source address and port only.
+    let default_method = if provider == "ovn" {
+        "SOURCE_IP_PORT"
+    } else {
+        "ROUND_ROBIN"
+    };
+    let method = l.text("octavia_lb_algorithm").unwrap_or(default_method);
+    format!(
+        "[Global]\n{}\n\n[LoadBalancer]\nlb-provider={}\nlb-method={}\ncreate-monitor={}\n",
+        g.join("\n"),
+        ini_quote(provider),
+        ini_quote(method),
+        l.bool("octavia_lb_healthcheck"),
+    )
+}
+
+/// The ClusterResourceSet (strategy Reconcile, so a rotated credential reaches the cluster)
+/// and its Secret that put [`WORKLOAD_SECRET`] into the workload cluster's `kube-system`.
+/// Only when the credentials are at hand (a create).
+pub fn workload_cloud_config(i: &Inputs<'_>) -> Vec<Value> {
+    let Some(cloud) = i.cloud else {
+        return Vec::new();
+    };
+    let inner = json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": WORKLOAD_SECRET, "namespace": "kube-system"},
+        "type": "Opaque",
+        "data": {
+            "cloud.conf": b64(&cloud_conf(i, cloud)),
+            "ca.crt": b64(cloud.ca_bundle.as_deref().unwrap_or_default()),
+        },
+    });
+    let name = format!("{}-workload-cloud-config", i.stack_id);
+    vec![
+        secret(
+            &name,
+            i,
+            "addons.cluster.x-k8s.io/resource-set",
+            json!({"cloud-config.yaml": b64(&inner.to_string())}),
+        ),
+        json!({
+            "apiVersion": Kind::ClusterResourceSet.api_version(),
+            "kind": "ClusterResourceSet",
+            "metadata": meta(&format!("{}-cloud-config", i.stack_id), i),
+            "spec": {
+                "clusterSelector": {"matchLabels": {UUID_LABEL: i.cluster.uuid.as_str()}},
+                "resources": [{"kind": "Secret", "name": name}],
+                "strategy": "Reconcile",
+            },
+        }),
+    ]
+}
+
 /// The values as CAAPH's `valuesTemplate`: JSON is YAML, and no `{{` may reach Go's
 /// template engine as an action.
 fn values_template(v: &Value) -> String {
@@ -803,6 +884,73 @@ pub(crate) mod tests {
                 format!("{mirror}/cinder-csi-plugin")
             );
         }
+    }
+
+    #[test]
+    fn the_workload_secret_carries_the_credential_and_octavia_settings() {
+        let mut c = cluster();
+        c.labels = serde_json::from_value(json!({
+            "kube_tag": "v1.33.1",
+            "octavia_provider": "ovn",
+            "octavia_lb_healthcheck": "false",
+        }))
+        .unwrap();
+        let t = template();
+        let (addons, mut cloud, s) = (Addons::default(), cloud(), Settings::default());
+        cloud.ca_bundle = Some("PEM".into());
+        let i = inputs(&c, &t, &[], &addons, &cloud, &s);
+        let objs = render(&i);
+        let crs = objs
+            .iter()
+            .find(|o| o["kind"] == "ClusterResourceSet")
+            .unwrap();
+        assert_eq!(crs["metadata"]["name"], "kube-ab12c-cloud-config");
+        assert_eq!(crs["spec"]["strategy"], "Reconcile");
+        assert_eq!(
+            crs["spec"]["resources"],
+            json!([{"kind": "Secret", "name": "kube-ab12c-workload-cloud-config"}])
+        );
+        let decode = |v: &Value| {
+            use base64::Engine as _;
+            String::from_utf8(
+                base64::engine::general_purpose::STANDARD
+                    .decode(v.as_str().unwrap())
+                    .unwrap(),
+            )
+            .unwrap()
+        };
+        let holder = by_name(&objs, "kube-ab12c-workload-cloud-config").unwrap();
+        assert_eq!(holder["type"], "addons.cluster.x-k8s.io/resource-set");
+        let inner: Value =
+            serde_json::from_str(&decode(&holder["data"]["cloud-config.yaml"])).unwrap();
+        assert_eq!(
+            inner["metadata"],
+            json!({"name": WORKLOAD_SECRET, "namespace": "kube-system"})
+        );
+        let conf = decode(&inner["data"]["cloud.conf"]);
+        for line in [
+            "auth-url=\"https://keystone.example.com/v3/\"",
+            "region=\"RegionOne\"",
+            "application-credential-id=\"app-id\"",
+            "application-credential-secret=\"app-s3cret\"",
+            "tls-insecure=false",
+            "ca-file=/etc/config/ca.crt",
+            "lb-provider=\"ovn\"",
+            "lb-method=\"SOURCE_IP_PORT\"",
+            "create-monitor=false",
+        ] {
+            assert!(conf.lines().any(|l| l == line), "{line} not in\n{conf}");
+        }
+        assert_eq!(decode(&inner["data"]["ca.crt"]), "PEM");
+        assert_eq!(ini_quote("a\"b\\c"), "\"a\\\"b\\\\c\"");
+        // The CRS and its Secret come before the proxies, which come before the Cluster.
+        let pos = |n: &str| {
+            objs.iter()
+                .position(|o| o["metadata"]["name"] == n)
+                .unwrap()
+        };
+        assert!(pos("kube-ab12c-workload-cloud-config") < pos("kube-ab12c-ccm"));
+        assert!(pos("kube-ab12c-ccm") < pos("kube-ab12c"));
     }
 
     #[test]

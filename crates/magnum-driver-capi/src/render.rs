@@ -111,7 +111,7 @@ pub fn kube_version(i: &Inputs<'_>) -> String {
     }
 }
 
-fn b64(s: &str) -> String {
+pub(crate) fn b64(s: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(s)
 }
 
@@ -126,7 +126,7 @@ pub(crate) fn meta(name: &str, i: &Inputs<'_>) -> Value {
     })
 }
 
-fn secret(name: &str, i: &Inputs<'_>, kind: &str, data: Value) -> Value {
+pub(crate) fn secret(name: &str, i: &Inputs<'_>, kind: &str, data: Value) -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "Secret",
@@ -138,10 +138,18 @@ fn secret(name: &str, i: &Inputs<'_>, kind: &str, data: Value) -> Value {
 
 /// The names of the Secrets a cluster has (for the delete).
 pub fn secret_names(stack_id: &str) -> Vec<String> {
-    ["cloud-config", "ca", "etcd", "proxy", "sa", "addons"]
-        .iter()
-        .map(|s| format!("{stack_id}-{s}"))
-        .collect()
+    [
+        "cloud-config",
+        "workload-cloud-config",
+        "ca",
+        "etcd",
+        "proxy",
+        "sa",
+        "addons",
+    ]
+    .iter()
+    .map(|s| format!("{stack_id}-{s}"))
+    .collect()
 }
 
 fn clouds_yaml(c: &CloudConfig) -> String {
@@ -443,6 +451,7 @@ pub fn render(i: &Inputs<'_>) -> Vec<Value> {
         }
     }
     if let Some(s) = i.charts {
+        out.extend(super::addons::workload_cloud_config(i));
         out.extend(super::addons::proxies(i, s));
     }
     if !i.addons.manifests.is_empty() {

@@ -392,6 +392,10 @@ async fn every_helm_chart_proxy_fits_the_caaph_schema() {
         let mut t = template();
         t.network_driver = Some(driver.into());
         let i = crate::addons::tests::inputs(&c, &t, &[], &addons, &cloud, &settings);
+        // The workload cloud-config ClusterResourceSet the charts read, schema-checked too.
+        for obj in crate::addons::workload_cloud_config(&i) {
+            mgmt.apply(&obj).await.unwrap();
+        }
         let proxies = crate::addons::proxies(&i, &settings);
         assert_eq!(proxies.len(), 5);
         for p in &proxies {
