@@ -196,8 +196,34 @@ impl Settings {
     }
 }
 
+/// The operator's `addons_path` file that provides an add-on instead of its chart.
+fn operator_file(addon: Addon, driver: &str) -> Option<String> {
+    match addon {
+        Addon::Calico | Addon::Cilium => Some(format!("cni-{driver}.yaml")),
+        Addon::Ccm => Some("cloud-provider.yaml".into()),
+        Addon::CinderCsi => Some("csi-cinder.yaml".into()),
+        Addon::ManilaCsi | Addon::KeystoneAuth => None,
+    }
+}
+
 /// The add-ons a cluster gets, and those it must not have (to delete: a label turned off).
+/// An add-on the operator's `addons_path` provides is in neither: their manifest wins, and
+/// two CNIs or cloud controllers in one cluster would fight.
 pub fn selected(i: &Inputs<'_>) -> (Vec<Addon>, Vec<Addon>) {
+    let driver = i.template.network_driver.as_deref().unwrap_or("calico");
+    let by_operator = |a: &Addon| {
+        operator_file(*a, driver)
+            .is_some_and(|f| i.addons.manifests.iter().any(|(name, _)| *name == f))
+    };
+    let (wanted, unwanted) = chosen(i);
+    (
+        wanted.into_iter().filter(|a| !by_operator(a)).collect(),
+        unwanted.into_iter().filter(|a| !by_operator(a)).collect(),
+    )
+}
+
+/// The add-ons the labels and network driver ask for, and the others.
+fn chosen(i: &Inputs<'_>) -> (Vec<Addon>, Vec<Addon>) {
     let l = cluster_labels(i.cluster, i.template);
     let cilium = i.template.network_driver.as_deref() == Some("cilium");
     // Manila needs a share service the renderer cannot see in the catalogue (magnum-cluster-api
@@ -951,6 +977,47 @@ pub(crate) mod tests {
         };
         assert!(pos("kube-ab12c-workload-cloud-config") < pos("kube-ab12c-ccm"));
         assert!(pos("kube-ab12c-ccm") < pos("kube-ab12c"));
+    }
+
+    #[test]
+    fn an_operator_manifest_replaces_the_chart_of_its_addon() {
+        let (c, t) = (cluster(), template());
+        let addons = Addons {
+            manifests: vec![
+                ("cni-calico.yaml".into(), "kind: List".into()),
+                ("csi-cinder.yaml".into(), "kind: List".into()),
+            ],
+        };
+        let (cloud, s) = (cloud(), Settings::default());
+        let i = inputs(&c, &t, &[], &addons, &cloud, &s);
+        let (wanted, unwanted) = selected(&i);
+        assert_eq!(wanted, [Addon::Ccm, Addon::KeystoneAuth]);
+        // Neither created nor deleted: the operator's manifest owns them (and the CNI's
+        // proxy name, which both CNIs share).
+        assert_eq!(unwanted, [Addon::ManilaCsi]);
+        let objs = render(&i);
+        let kinds: Vec<String> = objs
+            .iter()
+            .map(|o| {
+                format!(
+                    "{}/{}",
+                    o["kind"].as_str().unwrap(),
+                    o["metadata"]["name"].as_str().unwrap()
+                )
+            })
+            .collect();
+        assert!(
+            kinds.contains(&"ClusterResourceSet/kube-ab12c-addons".to_owned()),
+            "{kinds:?}"
+        );
+        assert!(
+            kinds.contains(&"HelmChartProxy/kube-ab12c-ccm".to_owned()),
+            "{kinds:?}"
+        );
+        assert!(
+            !kinds.contains(&"HelmChartProxy/kube-ab12c-cni".to_owned()),
+            "{kinds:?}"
+        );
     }
 
     #[test]

@@ -229,7 +229,8 @@ impl CapiDriver {
         with_secrets: bool,
     ) -> Result<(Option<CloudConfig>, Option<Cas>, Addons)> {
         if !with_secrets {
-            return Ok((None, None, Addons::default()));
+            // The operator's files still decide which add-ons are charts.
+            return Ok((None, None, self.addons(template).await));
         }
         let source = self.source()?;
         let cloud = source.cloud(cluster).await?;
