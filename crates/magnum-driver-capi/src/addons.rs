@@ -599,6 +599,62 @@ pub fn proxies(i: &Inputs<'_>, s: &Settings) -> Vec<Value> {
         .collect()
 }
 
+/// CAAPH's label on a HelmReleaseProxy naming its HelmChartProxy.
+pub const PROXY_NAME_LABEL: &str = "helmreleaseproxy.addons.cluster.x-k8s.io/helmchartproxy-name";
+
+/// The condition `kind` of a CAAPH object, when it is False: (reason, message).
+fn false_condition(obj: &Value, kind: &str) -> Option<(String, String)> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind && c["status"] == "False")
+        .map(|c| {
+            (
+                c["reason"].as_str().unwrap_or_default().to_owned(),
+                c["message"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+}
+
+/// Why the cluster's add-ons cannot be installed, when CAAPH says so: a value template it
+/// cannot render, a release Helm refused, a workload cluster it cannot reach. Waiting
+/// states (the control plane not up yet, an install pending) are not failures and give
+/// `None`, as does a proxy CAAPH has not acted on at all (see docs/cluster-api.md).
+pub fn failing(proxies: &[Value], releases: &[Value]) -> Option<String> {
+    let mut proxies: Vec<&Value> = proxies.iter().collect();
+    proxies.sort_by_key(|p| {
+        p["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    });
+    for p in proxies {
+        let name = p["metadata"]["name"].as_str().unwrap_or_default();
+        if let Some((reason, message)) = false_condition(p, "HelmReleaseProxySpecsUpToDate")
+            .filter(|(r, _)| r != "HelmReleaseProxySpecsUpdating")
+        {
+            return Some(format!("Add-on {name}: {reason}: {message}"));
+        }
+        for r in releases
+            .iter()
+            .filter(|r| r["metadata"]["labels"][PROXY_NAME_LABEL] == name)
+        {
+            let helm = false_condition(r, "HelmReleaseReady").filter(|(reason, _)| {
+                !matches!(
+                    reason.as_str(),
+                    "PreparingToHelmInstall" | "HelmReleasePending"
+                )
+            });
+            let cluster = false_condition(r, "ClusterAvailable")
+                .filter(|(reason, _)| reason != "NotAvailable");
+            if let Some((reason, message)) = cluster.or(helm) {
+                return Some(format!("Add-on {name}: {reason}: {message}"));
+            }
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     #![allow(clippy::unwrap_used)]
@@ -1017,6 +1073,47 @@ pub(crate) mod tests {
         assert!(
             !kinds.contains(&"HelmChartProxy/kube-ab12c-cni".to_owned()),
             "{kinds:?}"
+        );
+    }
+
+    #[test]
+    fn caaph_failures_become_the_reason_and_waiting_does_not() {
+        let hcp = |name: &str, conds: Value| json!({"metadata": {"name": name}, "status": {"conditions": conds}});
+        let hrp = |proxy: &str, conds: Value| {
+            json!({"metadata": {"name": format!("{proxy}-x"), "labels": {PROXY_NAME_LABEL: proxy}},
+                   "status": {"conditions": conds}})
+        };
+        let ok = json!([{"type": "HelmReleaseProxySpecsUpToDate", "status": "True", "reason": "UpToDate"}]);
+        let proxies = vec![hcp("k-cni", ok.clone()), hcp("k-ccm", ok.clone())];
+        // Nothing acted on yet, or still waiting: no failure.
+        assert_eq!(failing(&proxies, &[]), None);
+        let waiting = vec![hrp(
+            "k-cni",
+            json!([
+                {"type": "ClusterAvailable", "status": "False", "reason": "NotAvailable", "message": "control plane not initialized"},
+                {"type": "HelmReleaseReady", "status": "False", "reason": "PreparingToHelmInstall", "message": ""},
+            ]),
+        )];
+        assert_eq!(failing(&proxies, &waiting), None);
+        // Helm's refusal names the add-on.
+        let refused = vec![hrp(
+            "k-ccm",
+            json!([{"type": "HelmReleaseReady", "status": "False", "reason": "HelmInstallOrUpgradeFailed",
+                    "message": "chart not found"}]),
+        )];
+        assert_eq!(
+            failing(&proxies, &refused).as_deref(),
+            Some("Add-on k-ccm: HelmInstallOrUpgradeFailed: chart not found")
+        );
+        // A template CAAPH cannot render, on the proxy itself.
+        let bad = vec![hcp(
+            "k-cni",
+            json!([{"type": "HelmReleaseProxySpecsUpToDate", "status": "False",
+                    "reason": "ValueParsingFailed", "message": "bad template"}]),
+        )];
+        assert_eq!(
+            failing(&bad, &[]).as_deref(),
+            Some("Add-on k-cni: ValueParsingFailed: bad template")
         );
     }
 

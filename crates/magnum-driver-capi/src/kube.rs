@@ -30,11 +30,13 @@ pub enum Kind {
     ClusterResourceSet,
     /// CAAPH's: one Helm chart installed into the Clusters it selects.
     HelmChartProxy,
+    /// What CAAPH made of a HelmChartProxy for one Cluster: the Helm release's state.
+    HelmReleaseProxy,
     Secret,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 14] = [
         Kind::Cluster,
         Kind::ClusterClass,
         Kind::KubeadmControlPlane,
@@ -47,6 +49,7 @@ impl Kind {
         Kind::OpenStackMachineTemplate,
         Kind::ClusterResourceSet,
         Kind::HelmChartProxy,
+        Kind::HelmReleaseProxy,
         Kind::Secret,
     ];
 
@@ -115,6 +118,12 @@ impl Kind {
                 "v1alpha1",
                 "HelmChartProxy",
                 "helmchartproxies",
+            ),
+            Kind::HelmReleaseProxy => (
+                "addons.cluster.x-k8s.io",
+                "v1alpha1",
+                "HelmReleaseProxy",
+                "helmreleaseproxies",
             ),
             Kind::Secret => ("", "v1", "Secret", "secrets"),
         }

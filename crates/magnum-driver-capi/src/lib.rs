@@ -449,7 +449,14 @@ impl CapiDriver {
             machines: &objects.machines,
             openstack_cluster: objects.openstack_cluster.as_ref(),
         };
-        let verdict = status::evaluate(op, &snap);
+        let mut verdict = status::evaluate(op, &snap);
+        if op != Operation::Delete
+            && verdict.status == op.in_progress()
+            && self.shared.cfg.addons_helm_enabled
+            && let Some(why) = self.addons_failing(cluster, stack_id).await
+        {
+            verdict.reason = Some(why);
+        }
         let mut report = StatusReport::default();
         if Some(verdict.status) != cluster.status {
             report.status = Some(verdict.status);
@@ -988,6 +995,32 @@ impl Driver for CapiDriver {
             }
         }
         Ok(report)
+    }
+}
+
+impl CapiDriver {
+    /// What CAAPH reports against the cluster's add-ons, when it reports a failure (the
+    /// objects are not watched: one list each, only for a cluster still in progress).
+    async fn addons_failing(&self, cluster: &Cluster, stack_id: &str) -> Option<String> {
+        let mgmt = self.mgmt().await.ok()?;
+        let proxies = mgmt
+            .list(
+                Kind::HelmChartProxy,
+                &format!("{UUID_LABEL}={}", cluster.uuid),
+            )
+            .await
+            .ok()?;
+        if proxies.is_empty() {
+            return None;
+        }
+        let releases = mgmt
+            .list(
+                Kind::HelmReleaseProxy,
+                &format!("{CAPI_CLUSTER_LABEL}={stack_id}"),
+            )
+            .await
+            .unwrap_or_default();
+        addons::failing(&proxies, &releases)
     }
 }
 

@@ -23,7 +23,7 @@ pub enum Operation {
 }
 
 impl Operation {
-    fn in_progress(self) -> S {
+    pub fn in_progress(self) -> S {
         match self {
             Self::Create => S::CreateInProgress,
             Self::Update => S::UpdateInProgress,
