@@ -189,7 +189,19 @@ pub struct Settings {
 impl Settings {
     /// `None` when the operator turned the HelmChartProxies off.
     pub fn from_config(cfg: &ClusterApiSection) -> Option<Self> {
-        cfg.addons_helm_enabled.then(|| Settings {
+        if !cfg.addons_helm_enabled {
+            return None;
+        }
+        // A misspelt add-on would silently keep the pinned version: say so.
+        for key in cfg.addons_chart_versions.keys() {
+            if !CHARTS.iter().any(|c| c.key == key) {
+                tracing::warn!(
+                    addon = %key,
+                    "[cluster_api] addons_chart_versions names no add-on (known: calico, cilium, openstack-ccm, cinder-csi, manila-csi, k8s-keystone-auth)"
+                );
+            }
+        }
+        Some(Settings {
             repository: cfg.addons_chart_repository.trim().to_owned(),
             versions: cfg.addons_chart_versions.clone(),
         })
