@@ -29,16 +29,19 @@ pub enum Addon {
     Ccm,
     CinderCsi,
     ManilaCsi,
+    /// The NFS node plugin Manila's forwards NFS shares to.
+    NfsCsi,
     KeystoneAuth,
 }
 
 impl Addon {
-    pub const ALL: [Addon; 6] = [
+    pub const ALL: [Addon; 7] = [
         Addon::Calico,
         Addon::Cilium,
         Addon::Ccm,
         Addon::CinderCsi,
         Addon::ManilaCsi,
+        Addon::NfsCsi,
         Addon::KeystoneAuth,
     ];
 
@@ -54,6 +57,7 @@ impl Addon {
             Addon::Ccm => "ccm",
             Addon::CinderCsi => "cinder-csi",
             Addon::ManilaCsi => "manila-csi",
+            Addon::NfsCsi => "nfs-csi",
             Addon::KeystoneAuth => "keystone-auth",
         }
     }
@@ -88,7 +92,8 @@ const CPO: &str = "https://kubernetes.github.io/cloud-provider-openstack";
 /// Every chart, in `Addon::ALL`'s order. Versions: cloud-provider-openstack's chart
 /// releases whose appVersion matches the minor; tigera-operator as magnum-capi-helm's
 /// charts pin it; Cilium's latest 1.17 (documented down to 1.29) and 1.18 patch releases;
-/// the catalyst-cloud keystone-auth chart magnum-capi-helm uses.
+/// csi-driver-nfs's 4.12.1 (Kubernetes 1.21 and later); the catalyst-cloud keystone-auth
+/// chart magnum-capi-helm uses.
 pub const CHARTS: &[Chart] = &[
     Chart {
         addon: Addon::Calico,
@@ -154,6 +159,15 @@ pub const CHARTS: &[Chart] = &[
         ],
     },
     Chart {
+        addon: Addon::NfsCsi,
+        key: "nfs-csi",
+        repository: "https://raw.githubusercontent.com/kubernetes-csi/csi-driver-nfs/master/charts",
+        chart: "csi-driver-nfs",
+        namespace: "kube-system",
+        release: "csi-driver-nfs",
+        versions: &[(29, "4.12.1")],
+    },
+    Chart {
         addon: Addon::KeystoneAuth,
         key: "k8s-keystone-auth",
         repository: "https://catalyst-cloud.github.io/capi-plugin-helm-charts",
@@ -197,7 +211,7 @@ impl Settings {
             if !CHARTS.iter().any(|c| c.key == key) {
                 tracing::warn!(
                     addon = %key,
-                    "[cluster_api] addons_chart_versions names no add-on (known: calico, cilium, openstack-ccm, cinder-csi, manila-csi, k8s-keystone-auth)"
+                    "[cluster_api] addons_chart_versions names no add-on (known: calico, cilium, openstack-ccm, cinder-csi, manila-csi, nfs-csi, k8s-keystone-auth)"
                 );
             }
         }
@@ -214,7 +228,7 @@ fn operator_file(addon: Addon, driver: &str) -> Option<String> {
         Addon::Calico | Addon::Cilium => Some(format!("cni-{driver}.yaml")),
         Addon::Ccm => Some("cloud-provider.yaml".into()),
         Addon::CinderCsi => Some("csi-cinder.yaml".into()),
-        Addon::ManilaCsi | Addon::KeystoneAuth => None,
+        Addon::ManilaCsi | Addon::NfsCsi | Addon::KeystoneAuth => None,
     }
 }
 
@@ -247,7 +261,7 @@ fn chosen(i: &Inputs<'_>) -> (Vec<Addon>, Vec<Addon>) {
         Addon::Cilium => cilium,
         Addon::Ccm => true,
         Addon::CinderCsi => l.bool("cinder_csi_enabled"),
-        Addon::ManilaCsi => manila,
+        Addon::ManilaCsi | Addon::NfsCsi => manila,
         Addon::KeystoneAuth => l.bool("keystone_auth_enabled"),
     };
     Addon::ALL.into_iter().partition(|a| want(*a))
@@ -426,6 +440,7 @@ pub fn values(addon: Addon, i: &Inputs<'_>) -> Value {
                 "controllerplugin": {"tolerations": control_plane_tolerations()},
                 "shareProtocols": [{
                     "protocolSelector": "NFS",
+                    // Where the csi-driver-nfs node plugin (Addon::NfsCsi) listens.
                     "fwdNodePluginEndpoint": {
                         "dir": "/var/lib/kubelet/plugins/csi-nfsplugin",
                         "sockFile": "csi.sock",
@@ -446,6 +461,25 @@ pub fn values(addon: Addon, i: &Inputs<'_>) -> Value {
                 }
             } else if let Some(t) = tag {
                 v["csimanila"]["image"] = json!({"tag": t});
+            }
+            v
+        }
+        Addon::NfsCsi => {
+            let mut v = json!({});
+            if let Some(p) = &p {
+                let mut images = json!({"baseRepo": p});
+                for (key, name) in [
+                    ("nfs", "nfsplugin"),
+                    ("csiProvisioner", "csi-provisioner"),
+                    ("csiResizer", "csi-resizer"),
+                    ("csiSnapshotter", "csi-snapshotter"),
+                    ("livenessProbe", "csi-livenessprobe"),
+                    ("nodeDriverRegistrar", "csi-node-driver-registrar"),
+                    ("externalSnapshotter", "snapshot-controller"),
+                ] {
+                    images[key] = json!({"repository": format!("{p}/{name}")});
+                }
+                v["image"] = images;
             }
             v
         }
@@ -864,7 +898,10 @@ pub(crate) mod tests {
         let s = Settings::default();
         let i = inputs(&c, &t, &[], &addons, &cloud, &s);
         let (wanted, unwanted) = selected(&i);
-        assert_eq!(wanted, [Addon::Cilium, Addon::Ccm, Addon::ManilaCsi]);
+        assert_eq!(
+            wanted,
+            [Addon::Cilium, Addon::Ccm, Addon::ManilaCsi, Addon::NfsCsi]
+        );
         assert_eq!(
             unwanted,
             [Addon::Calico, Addon::CinderCsi, Addon::KeystoneAuth]
@@ -888,6 +925,8 @@ pub(crate) mod tests {
         let manila = by_name(&objs, "kube-ab12c-manila-csi").unwrap();
         assert_eq!(manila["spec"]["chartName"], "openstack-manila-csi");
         assert_eq!(manila["spec"]["version"], "2.31.5");
+        let nfs = by_name(&objs, "kube-ab12c-nfs-csi").unwrap();
+        assert_eq!(nfs["spec"]["chartName"], "csi-driver-nfs");
         assert!(by_name(&objs, "kube-ab12c-cinder-csi").is_none());
         assert!(by_name(&objs, "kube-ab12c-keystone-auth").is_none());
     }
@@ -952,8 +991,8 @@ pub(crate) mod tests {
             let objs = proxies(&i, &s);
             assert_eq!(
                 objs.len(),
-                5,
-                "{driver}: CNI, CCM, Cinder, Manila, keystone"
+                6,
+                "{driver}: CNI, CCM, Cinder, Manila, NFS, keystone"
             );
             for p in &objs {
                 let mut refs = Vec::new();
@@ -1062,7 +1101,7 @@ pub(crate) mod tests {
         assert_eq!(wanted, [Addon::Ccm, Addon::KeystoneAuth]);
         // Neither created nor deleted: the operator's manifest owns them (and the CNI's
         // proxy name, which both CNIs share).
-        assert_eq!(unwanted, [Addon::ManilaCsi]);
+        assert_eq!(unwanted, [Addon::ManilaCsi, Addon::NfsCsi]);
         let objs = render(&i);
         let kinds: Vec<String> = objs
             .iter()

@@ -397,7 +397,7 @@ async fn every_helm_chart_proxy_fits_the_caaph_schema() {
             mgmt.apply(&obj).await.unwrap();
         }
         let proxies = crate::addons::proxies(&i, &settings);
-        assert_eq!(proxies.len(), 5);
+        assert_eq!(proxies.len(), 6);
         for p in &proxies {
             mgmt.apply(p)
                 .await
@@ -413,12 +413,12 @@ async fn every_helm_chart_proxy_fits_the_caaph_schema() {
             seen += 1;
         }
     }
-    assert_eq!(seen, 10);
+    assert_eq!(seen, 12);
     let sel = format!("{}={}", render::UUID_LABEL, cluster().uuid);
     let listed = mgmt.list(Kind::HelmChartProxy, &sel).await.unwrap();
     assert_eq!(
         listed.len(),
-        5,
+        6,
         "one proxy per add-on: the CNI's name is shared"
     );
     for p in listed {

@@ -763,7 +763,7 @@ section! {
         /// public repositories.
         addons_chart_repository: String = String::new();
         /// Chart versions overriding the driver's pins, `addon:version` pairs; add-ons
-        /// `calico`, `cilium`, `openstack-ccm`, `cinder-csi`, `manila-csi`,
+        /// `calico`, `cilium`, `openstack-ccm`, `cinder-csi`, `manila-csi`, `nfs-csi`,
         /// `k8s-keystone-auth`.
         addons_chart_versions: BTreeMap<String, String> = BTreeMap::new();
         /// Kubernetes version of clusters whose labels set no `kube_tag`.
