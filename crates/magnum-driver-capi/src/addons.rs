@@ -291,17 +291,14 @@ fn minor(i: &Inputs<'_>) -> u32 {
         .unwrap_or(0)
 }
 
-/// The pod and service CIDRs, as the Cluster object carries them.
-fn cidrs(i: &Inputs<'_>) -> (String, String) {
+/// The pod CIDR, as the Cluster object carries it (the service CIDR reaches the cluster
+/// through kubeadm's clusterNetwork; none of these charts takes it).
+fn pod_cidr(i: &Inputs<'_>) -> String {
     let l = cluster_labels(i.cluster, i.template);
     let driver = i.template.network_driver.as_deref().unwrap_or("calico");
-    let pods = l
-        .text(&format!("{driver}_ipv4pool"))
-        .unwrap_or("10.100.0.0/16");
-    let services = l
-        .text("service_cluster_ip_range")
-        .unwrap_or("10.254.0.0/16");
-    (pods.to_owned(), services.to_owned())
+    l.text(&format!("{driver}_ipv4pool"))
+        .unwrap_or("10.100.0.0/16")
+        .to_owned()
 }
 
 fn image(repo: &str, tag: Option<String>) -> Value {
@@ -324,7 +321,7 @@ fn control_plane_tolerations() -> Value {
 pub fn values(addon: Addon, i: &Inputs<'_>) -> Value {
     let p = prefix(i);
     let uuid = i.cluster.uuid.as_str();
-    let (pods, services) = cidrs(i);
+    let pods = pod_cidr(i);
     let l = cluster_labels(i.cluster, i.template);
     // The layout of magnum-cluster-api's mirrors (spec §7), so they serve these clusters.
     let mirrored = |name: &str| p.as_ref().map(|p| format!("{p}/{name}"));
@@ -341,7 +338,6 @@ pub fn values(addon: Addon, i: &Inputs<'_>) -> Value {
                         "blockSize": 26,
                     }],
                 },
-                "serviceCIDRs": [services],
             }});
             if let Some(p) = &p {
                 v["installation"]["registry"] = json!(format!("{p}/"));
@@ -858,7 +854,9 @@ pub(crate) mod tests {
         let v = values_of(cni);
         let pool = &v["installation"]["calicoNetwork"]["ipPools"][0];
         assert_eq!(pool["cidr"], "10.100.0.0/16");
-        assert_eq!(v["installation"]["serviceCIDRs"], json!(["10.254.0.0/16"]));
+        // The operator's Installation has no service CIDR field: kubeadm's clusterNetwork
+        // carries it (a field the CRD does not know would fail Helm's validation).
+        assert!(v["installation"].get("serviceCIDRs").is_none());
         let ccm = by_name(&objs, "kube-ab12c-ccm").unwrap();
         assert_eq!(ccm["spec"]["version"], "2.33.1", "pinned for 1.33");
         assert_eq!(ccm["spec"]["namespace"], "kube-system");
