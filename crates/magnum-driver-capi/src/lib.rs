@@ -274,10 +274,16 @@ impl CapiDriver {
                 apply_object(mgmt, &obj).await?;
             }
         } else {
-            // The add-ons follow an upgrade's minor and label changes with the Cluster.
+            // The add-ons follow an upgrade's minor and label changes with the Cluster. A
+            // cluster made before CAAPH was required keeps resizing without it: only a
+            // create insists.
             if let Some(s) = &charts {
-                for obj in addons::proxies(&inputs, s) {
-                    apply_object(mgmt, &obj).await?;
+                if caaph_installed(mgmt, &inputs).await? {
+                    for obj in addons::proxies(&inputs, s) {
+                        apply_object(mgmt, &obj).await?;
+                    }
+                } else {
+                    tracing::warn!(cluster = %cluster.uuid, "{NO_CAAPH}");
                 }
             }
             mgmt.apply(&render::cluster(&inputs)).await?;
@@ -1036,6 +1042,21 @@ async fn apply_object(mgmt: &Management, obj: &serde_json::Value) -> Result<()> 
             })
         }
         other => other.map_err(Error::from),
+    }
+}
+
+/// Whether the management cluster serves HelmChartProxies (a list of the cluster's own).
+async fn caaph_installed(mgmt: &Management, i: &Inputs<'_>) -> Result<bool> {
+    match mgmt
+        .list(
+            Kind::HelmChartProxy,
+            &format!("{UUID_LABEL}={}", i.cluster.uuid),
+        )
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(self::kube::KubeError::Refused { code: 404, .. }) => Ok(false),
+        Err(e) => Err(e.into()),
     }
 }
 

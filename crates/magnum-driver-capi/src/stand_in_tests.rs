@@ -432,3 +432,54 @@ async fn every_helm_chart_proxy_fits_the_caaph_schema() {
             .is_empty()
     );
 }
+
+/// A management cluster without CAAPH's kinds: a create's HelmChartProxy names what is
+/// missing instead of a bare 404, and the update path sees that CAAPH is absent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_management_cluster_without_caaph_says_so() {
+    let crds = repo_root().join("../shared/fixtures/capi-crds");
+    let cluster_crd = crds.join("cluster.x-k8s.io_clusters.yaml");
+    if !cluster_crd.is_file() {
+        eprintln!(
+            "SKIP: {} is absent: no CRD folder to serve without CAAPH's kinds",
+            cluster_crd.display()
+        );
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("magnum-capi-nocaaph-{}", uuid::Uuid::new_v4()));
+    // Only the Cluster kind: the stand-in serves what its CRD folder holds.
+    let only = dir.join("crds");
+    std::fs::create_dir_all(&only).unwrap();
+    std::fs::copy(&cluster_crd, only.join("cluster.x-k8s.io_clusters.yaml")).unwrap();
+    let out = Command::new("bash")
+        .arg(repo_root().join("test-support/kube/start.sh"))
+        .arg(&dir)
+        .arg("--no-controller")
+        .env("MAGNUM_TEST_CAPI_CRDS", &only)
+        .output()
+        .unwrap();
+    let _stand_in = StandIn(dir.clone());
+    assert!(
+        out.status.success(),
+        "start.sh: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cfg = ClusterApiSection {
+        kubeconfig: dir.join("kubeconfig").display().to_string(),
+        ..ClusterApiSection::default()
+    };
+    let mgmt = Management::connect(&cfg).await.unwrap();
+    let settings = crate::addons::Settings::from_config(&cfg).unwrap();
+    let cloud = crate::addons::tests::cloud();
+    let (c, t, addons) = (cluster(), template(), Addons::default());
+    let i = crate::addons::tests::inputs(&c, &t, &[], &addons, &cloud, &settings);
+    let proxy = &crate::addons::proxies(&i, &settings)[0];
+    let err = crate::apply_object(&mgmt, proxy).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("Cluster API add-on provider for Helm (CAAPH)"),
+        "{err}"
+    );
+    assert!(!crate::caaph_installed(&mgmt, &i).await.unwrap());
+}
