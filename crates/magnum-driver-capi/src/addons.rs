@@ -697,6 +697,54 @@ pub fn failing(proxies: &[Value], releases: &[Value]) -> Option<String> {
     None
 }
 
+/// The add-on not installed yet, if any: each proxy needs its HelmReleaseProxy, current
+/// (`observedGeneration`), Ready and `deployed` (the proxy's own conditions are true while
+/// it has no release at all, so they prove nothing).
+pub fn waiting(proxies: &[Value], releases: &[Value]) -> Option<String> {
+    let mut proxies: Vec<&Value> = proxies.iter().collect();
+    proxies.sort_by_key(|p| {
+        p["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    });
+    for p in proxies {
+        let name = p["metadata"]["name"].as_str().unwrap_or_default();
+        let Some(r) = releases
+            .iter()
+            .find(|r| r["metadata"]["labels"][PROXY_NAME_LABEL] == name)
+        else {
+            return Some(format!(
+                "Waiting for CAAPH to install add-on {name}: no HelmReleaseProxy yet (is the Cluster API add-on provider for Helm running in the management cluster?)"
+            ));
+        };
+        let ready = r["status"]["conditions"].as_array().is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        });
+        let current = r["metadata"]["generation"].as_i64().unwrap_or(1)
+            == r["status"]["observedGeneration"].as_i64().unwrap_or(0);
+        let status = r["status"]["status"].as_str().unwrap_or_default();
+        if !(ready && current && status == "deployed") {
+            let why = false_condition(r, "HelmReleaseReady")
+                .or_else(|| false_condition(r, "ClusterAvailable"))
+                .map(|(reason, message)| format!("{reason}: {message}"))
+                .unwrap_or_else(|| {
+                    format!(
+                        "release {}",
+                        if status.is_empty() {
+                            "not installed"
+                        } else {
+                            status
+                        }
+                    )
+                });
+            return Some(format!("Waiting for add-on {name}: {why}"));
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     #![allow(clippy::unwrap_used)]
@@ -1164,6 +1212,52 @@ pub(crate) mod tests {
             failing(&bad, &[]).as_deref(),
             Some("Add-on k-cni: ValueParsingFailed: bad template")
         );
+    }
+
+    #[test]
+    fn complete_waits_for_every_release_deployed() {
+        let proxies = vec![
+            json!({"metadata": {"name": "k-cni"}}),
+            json!({"metadata": {"name": "k-ccm"}}),
+        ];
+        let release = |proxy: &str, ready: &str, status: &str, generation: i64| {
+            json!({
+                "metadata": {"name": format!("{proxy}-x"), "generation": generation,
+                             "labels": {PROXY_NAME_LABEL: proxy}},
+                "status": {"observedGeneration": 1, "status": status, "conditions": [
+                    {"type": "Ready", "status": ready},
+                    {"type": "HelmReleaseReady", "status": ready, "reason": "HelmReleasePending",
+                     "message": "pending-install"},
+                ]},
+            })
+        };
+        let none = waiting(&proxies, &[]).unwrap();
+        assert!(
+            none.starts_with("Waiting for CAAPH to install add-on k-ccm"),
+            "{none}"
+        );
+        let pending = vec![
+            release("k-ccm", "False", "pending-install", 1),
+            release("k-cni", "True", "deployed", 1),
+        ];
+        assert_eq!(
+            waiting(&proxies, &pending).as_deref(),
+            Some("Waiting for add-on k-ccm: HelmReleasePending: pending-install")
+        );
+        let stale = vec![
+            release("k-ccm", "True", "deployed", 2),
+            release("k-cni", "True", "deployed", 1),
+        ];
+        assert_eq!(
+            waiting(&proxies, &stale).as_deref(),
+            Some("Waiting for add-on k-ccm: release deployed")
+        );
+        let done = vec![
+            release("k-ccm", "True", "deployed", 1),
+            release("k-cni", "True", "deployed", 1),
+        ];
+        assert_eq!(waiting(&proxies, &done), None);
+        assert_eq!(waiting(&[], &[]), None, "no add-ons, nothing to wait for");
     }
 
     #[test]

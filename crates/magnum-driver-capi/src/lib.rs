@@ -456,12 +456,23 @@ impl CapiDriver {
             openstack_cluster: objects.openstack_cluster.as_ref(),
         };
         let mut verdict = status::evaluate(op, &snap);
-        if op != Operation::Delete
-            && verdict.status == op.in_progress()
+        // The add-ons, for an operation in progress: a failure CAAPH reports is the reason,
+        // and the operation completes only with every release deployed.
+        let operating = matches!(status, S::CreateInProgress | S::UpdateInProgress);
+        if operating
             && self.shared.cfg.addons_helm_enabled
-            && let Some(why) = self.addons_failing(cluster, stack_id).await
+            && (verdict.status == op.in_progress() || verdict.status == op.complete())
+            && let Some((proxies, releases)) = self.addon_objects(cluster, stack_id).await
         {
-            verdict.reason = Some(why);
+            if let Some(why) = addons::failing(&proxies, &releases) {
+                verdict.status = op.in_progress();
+                verdict.reason = Some(why);
+            } else if verdict.status == op.complete()
+                && let Some(why) = addons::waiting(&proxies, &releases)
+            {
+                verdict.status = op.in_progress();
+                verdict.reason = Some(why);
+            }
         }
         let mut report = StatusReport::default();
         if Some(verdict.status) != cluster.status {
@@ -1005,9 +1016,14 @@ impl Driver for CapiDriver {
 }
 
 impl CapiDriver {
-    /// What CAAPH reports against the cluster's add-ons, when it reports a failure (the
-    /// objects are not watched: one list each, only for a cluster still in progress).
-    async fn addons_failing(&self, cluster: &Cluster, stack_id: &str) -> Option<String> {
+    /// The cluster's HelmChartProxies and HelmReleaseProxies; `None` when it has none (or
+    /// CAAPH's kinds are not served). Not watched: one list each, only for a cluster in
+    /// progress.
+    async fn addon_objects(
+        &self,
+        cluster: &Cluster,
+        stack_id: &str,
+    ) -> Option<(Vec<Value>, Vec<Value>)> {
         let mgmt = self.mgmt().await.ok()?;
         let proxies = mgmt
             .list(
@@ -1026,7 +1042,7 @@ impl CapiDriver {
             )
             .await
             .unwrap_or_default();
-        addons::failing(&proxies, &releases)
+        Some((proxies, releases))
     }
 }
 

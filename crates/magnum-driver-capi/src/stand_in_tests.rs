@@ -483,3 +483,86 @@ async fn a_management_cluster_without_caaph_says_so() {
     );
     assert!(!crate::caaph_installed(&mgmt, &i).await.unwrap());
 }
+
+/// The stand-in's simulated CAAPH (capi_sim.py) makes and deploys a HelmReleaseProxy for
+/// each of a cluster's HelmChartProxies, so the status engine's wait for the add-ons ends;
+/// a proxy deleted (an add-on turned off) loses its release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulated_caaph_deploys_each_proxy() {
+    let crds = repo_root().join("../shared/fixtures/capi-crds");
+    if !crds.is_dir() {
+        eprintln!(
+            "SKIP: {} is absent: the releases cannot be checked against CAAPH's schema",
+            crds.display()
+        );
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("magnum-capi-caaph-{}", uuid::Uuid::new_v4()));
+    let out = Command::new("bash")
+        .arg(repo_root().join("test-support/kube/start.sh"))
+        .arg(&dir)
+        .env("CAPI_SIM_STEP_SECONDS", "0.2")
+        .output()
+        .unwrap();
+    let _stand_in = StandIn(dir.clone());
+    assert!(
+        out.status.success(),
+        "start.sh: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cfg = ClusterApiSection {
+        kubeconfig: dir.join("kubeconfig").display().to_string(),
+        ..ClusterApiSection::default()
+    };
+    let mgmt = Management::connect(&cfg).await.unwrap();
+    let settings = crate::addons::Settings::from_config(&cfg).unwrap();
+    let cloud = crate::addons::tests::cloud();
+    let (c, t, addons) = (cluster(), template(), Addons::default());
+    let ngs = vec![
+        nodegroup("default-master", NodegroupRole::Master, 1),
+        nodegroup("default-worker", NodegroupRole::Worker, 1),
+    ];
+    let i = crate::addons::tests::inputs(&c, &t, &ngs, &addons, &cloud, &settings);
+    for obj in render::cluster_class(mgmt.namespace())
+        .iter()
+        .chain(&render::render(&i))
+    {
+        mgmt.apply(obj).await.unwrap();
+    }
+    let by_uuid = format!("{}={}", render::UUID_LABEL, c.uuid);
+    let by_name = format!("{}=kube-ab12c", render::CAPI_CLUSTER_LABEL);
+    let proxies = mgmt.list(Kind::HelmChartProxy, &by_uuid).await.unwrap();
+    assert_eq!(proxies.len(), 4, "CNI, CCM, Cinder, keystone-auth");
+    let until = Instant::now() + Duration::from_secs(30);
+    let mut why = crate::addons::waiting(&proxies, &[]);
+    while why.is_some() && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let releases = mgmt.list(Kind::HelmReleaseProxy, &by_name).await.unwrap();
+        why = crate::addons::waiting(&proxies, &releases);
+    }
+    let log = std::fs::read_to_string(dir.join("capi_sim.log")).unwrap_or_default();
+    assert_eq!(
+        why, None,
+        "the simulated CAAPH did not deploy; its log:\n{log}"
+    );
+    let releases = mgmt.list(Kind::HelmReleaseProxy, &by_name).await.unwrap();
+    assert_eq!(releases.len(), 4);
+    assert!(
+        releases
+            .iter()
+            .all(|r| r["spec"]["clusterRef"]["name"] == "kube-ab12c")
+    );
+    mgmt.delete(Kind::HelmChartProxy, "kube-ab12c-cinder-csi")
+        .await
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = mgmt.list(Kind::HelmReleaseProxy, &by_name).await.unwrap();
+        if left.len() == 3 || Instant::now() > until {
+            assert_eq!(left.len(), 3, "the deleted proxy's release stays");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -31,7 +31,7 @@ impl Operation {
         }
     }
 
-    fn complete(self) -> S {
+    pub fn complete(self) -> S {
         match self {
             Self::Create => S::CreateComplete,
             Self::Update => S::UpdateComplete,
