@@ -537,6 +537,32 @@ pub fn cloud_conf(i: &Inputs<'_>, cloud: &super::render::CloudConfig) -> String 
     )
 }
 
+/// `kube-system/csi-manila-secrets`: the Manila CSI plugin reads its OpenStack credentials
+/// from a Secret of its own, with these keys (magnum-cluster-api's contents).
+fn manila_secret(cloud: &super::render::CloudConfig) -> Value {
+    let mut data = json!({
+        "os-authURL": b64(&cloud.auth_url),
+        "os-TLSInsecure": b64(if cloud.verify { "false" } else { "true" }),
+    });
+    if let Some(r) = &cloud.region {
+        data["os-region"] = json!(b64(r));
+    }
+    if let Some((id, secret)) = &cloud.credential {
+        data["os-applicationCredentialID"] = json!(b64(id));
+        data["os-applicationCredentialSecret"] = json!(b64(secret));
+    }
+    if cloud.ca_bundle.is_some() {
+        data["os-certAuthorityPath"] = json!(b64("/etc/config/ca.crt"));
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "csi-manila-secrets", "namespace": "kube-system"},
+        "type": "Opaque",
+        "data": data,
+    })
+}
+
 /// The ClusterResourceSet (strategy Reconcile, so a rotated credential reaches the cluster)
 /// and its Secret that put [`WORKLOAD_SECRET`] into the workload cluster's `kube-system`.
 /// Only when the credentials are at hand (a create).
@@ -554,14 +580,13 @@ pub fn workload_cloud_config(i: &Inputs<'_>) -> Vec<Value> {
             "ca.crt": b64(cloud.ca_bundle.as_deref().unwrap_or_default()),
         },
     });
+    let mut data = json!({"cloud-config.yaml": b64(&inner.to_string())});
+    if selected(i).0.contains(&Addon::ManilaCsi) {
+        data["csi-manila-secrets.yaml"] = json!(b64(&manila_secret(cloud).to_string()));
+    }
     let name = format!("{}-workload-cloud-config", i.stack_id);
     vec![
-        secret(
-            &name,
-            i,
-            "addons.cluster.x-k8s.io/resource-set",
-            json!({"cloud-config.yaml": b64(&inner.to_string())}),
-        ),
+        secret(&name, i, "addons.cluster.x-k8s.io/resource-set", data),
         json!({
             "apiVersion": Kind::ClusterResourceSet.api_version(),
             "kind": "ClusterResourceSet",
@@ -1121,6 +1146,28 @@ pub(crate) mod tests {
             assert!(conf.lines().any(|l| l == line), "{line} not in\n{conf}");
         }
         assert_eq!(decode(&inner["data"]["ca.crt"]), "PEM");
+        assert!(
+            holder["data"].get("csi-manila-secrets.yaml").is_none(),
+            "Manila's credentials only with Manila"
+        );
+        c.labels.insert("manila_csi_enabled".into(), json!("true"));
+        let with_manila = workload_cloud_config(&inputs(&c, &t, &[], &addons, &cloud, &s));
+        let manila: Value =
+            serde_json::from_str(&decode(&with_manila[0]["data"]["csi-manila-secrets.yaml"]))
+                .unwrap();
+        assert_eq!(
+            manila["metadata"],
+            json!({"name": "csi-manila-secrets", "namespace": "kube-system"})
+        );
+        assert_eq!(
+            decode(&manila["data"]["os-applicationCredentialID"]),
+            "app-id"
+        );
+        assert_eq!(decode(&manila["data"]["os-TLSInsecure"]), "false");
+        assert_eq!(
+            decode(&manila["data"]["os-certAuthorityPath"]),
+            "/etc/config/ca.crt"
+        );
         assert_eq!(ini_quote("a\"b\\c"), "\"a\\\"b\\\\c\"");
         // The CRS and its Secret come before the proxies, which come before the Cluster.
         let pos = |n: &str| {
