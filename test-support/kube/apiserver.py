@@ -237,6 +237,10 @@ FALLBACK_CRDS = [
     ("cluster.x-k8s.io", "Machine", "machines", _CAPI, "status"),
     ("cluster.x-k8s.io", "MachineHealthCheck", "machinehealthchecks", _CAPI, "status"),
     ("addons.cluster.x-k8s.io", "ClusterResourceSet", "clusterresourcesets", _CAPI, "status"),
+    # CAAPH's, which the driver's add-ons need.
+    ("addons.cluster.x-k8s.io", "HelmChartProxy", "helmchartproxies", ("v1alpha1",), "status"),
+    ("addons.cluster.x-k8s.io", "HelmReleaseProxy", "helmreleaseproxies", ("v1alpha1",),
+     "status"),
     ("controlplane.cluster.x-k8s.io", "KubeadmControlPlane", "kubeadmcontrolplanes", _CAPI,
      "status scale"),
     ("controlplane.cluster.x-k8s.io", "KubeadmControlPlaneTemplate",

@@ -77,6 +77,8 @@ FINALIZER = {
 }
 
 L_CLUSTER = "cluster.x-k8s.io/cluster-name"
+G_ADDONS = "addons.cluster.x-k8s.io"
+L_HCP = "helmreleaseproxy.addons.cluster.x-k8s.io/helmchartproxy-name"
 L_CP = "cluster.x-k8s.io/control-plane"
 L_CP_NAME = "cluster.x-k8s.io/control-plane-name"
 L_MD = "cluster.x-k8s.io/deployment-name"
@@ -3032,6 +3034,64 @@ class Controller:
             for k in self.cache.cluster_keys():
                 self.queue.add(k)
 
+    # CAAPH, just enough for the driver's add-ons: one HelmReleaseProxy per HelmChartProxy and
+    # Cluster its selector matches, reported deployed at once (no Helm, no workload cluster).
+    def caaph_loop(self):
+        kube = Kube(self.cfg)
+        base = "/apis/%s/v1alpha1/namespaces/%s/" % (G_ADDONS, self.ns)
+        while not self.stopping.wait(max(self.step, 0.2)):
+            try:
+                self.caaph_sync(kube, base)
+            except ApiError as e:
+                if e.code != 404:  # 404: CAAPH's kinds are not served; nothing to do
+                    log("caaph: %s" % e)
+            except Exception as e:  # noqa: BLE001 - never die on an odd object
+                log("caaph failed: %s: %s" % (type(e).__name__, e))
+
+    def caaph_sync(self, kube, base):
+        hcps = kube.request("GET", base + "helmchartproxies").get("items") or []
+        hrps = kube.request("GET", base + "helmreleaseproxies").get("items") or []
+        clusters = self.cache.all("Cluster", "v1beta2")
+        want = {}
+        for hcp in hcps:
+            sel = g(hcp, "spec", "clusterSelector", "matchLabels", default={}) or {}
+            if deleting(hcp) or not sel:
+                continue
+            for cl in clusters:
+                if not deleting(cl) and all(labels_of(cl).get(k) == v for k, v in sel.items()):
+                    want[(name_of(hcp), name_of(cl))] = (hcp, cl)
+        have = {(labels_of(r).get(L_HCP), labels_of(r).get(L_CLUSTER)): r for r in hrps}
+        for key, r in have.items():
+            if key not in want and not deleting(r):
+                kube.request("DELETE", base + "helmreleaseproxies/" + name_of(r))
+        for key, (hcp, cl) in want.items():
+            spec = {k: v for k, v in (hcp.get("spec") or {}).items()
+                    if k in ("repoURL", "chartName", "version", "namespace", "releaseName", "options")}
+            spec["clusterRef"] = {"apiVersion": "%s/v1beta2" % G_CAPI, "kind": "Cluster",
+                                  "name": name_of(cl), "namespace": self.ns}
+            spec["values"] = g(hcp, "spec", "valuesTemplate", default="") or ""
+            r = have.get(key)
+            if r is None:
+                r = kube.request("POST", base + "helmreleaseproxies", {
+                    "apiVersion": "%s/v1alpha1" % G_ADDONS, "kind": "HelmReleaseProxy",
+                    "metadata": {"name": "%s-%s-sim" % (spec.get("chartName", "chart"), name_of(cl)),
+                                 "labels": {L_CLUSTER: name_of(cl), L_HCP: name_of(hcp)}},
+                    "spec": spec})
+                log("%s/%s created HelmReleaseProxy %s" % (self.ns, name_of(cl), name_of(r)))
+            elif not subset(r.get("spec") or {}, spec):
+                r = kube.request("PATCH", base + "helmreleaseproxies/" + name_of(r), {"spec": spec},
+                                 ctype="application/merge-patch+json")
+            gen = generation(r)
+            if g(r, "status", "observedGeneration") != gen:
+                ts = iso()
+                conds = [{"type": t, "status": "True", "reason": why, "message": "", "lastTransitionTime": ts}
+                         for t, why in (("ClusterAvailable", "Available"), ("HelmReleaseReady", "Ready"),
+                                        ("Ready", "Ready"))]
+                kube.request("PATCH", base + "helmreleaseproxies/%s/status" % name_of(r),
+                             {"status": {"conditions": conds, "status": "deployed", "revision": 1,
+                                         "observedGeneration": gen}},
+                             ctype="application/merge-patch+json")
+
     def run(self):
         log("starting: server %s://%s:%d, namespace %s, step %.3fs, %d workers%s" % (
             self.cfg.scheme, self.cfg.host, self.cfg.port, self.ns, self.step, self.workers,
@@ -3046,6 +3106,7 @@ class Controller:
         threads = [threading.Thread(target=self.worker, args=(i,), daemon=True, name="worker-%d" % i)
                    for i in range(self.workers)]
         threads.append(threading.Thread(target=self.resync_loop, daemon=True, name="resync"))
+        threads.append(threading.Thread(target=self.caaph_loop, daemon=True, name="caaph"))
         if self.stats:
             threads.append(threading.Thread(target=self.stats_loop, daemon=True, name="stats"))
         for t in threads:

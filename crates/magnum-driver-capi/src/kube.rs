@@ -28,11 +28,15 @@ pub enum Kind {
     OpenStackClusterTemplate,
     OpenStackMachineTemplate,
     ClusterResourceSet,
+    /// CAAPH's: one Helm chart installed into the Clusters it selects.
+    HelmChartProxy,
+    /// What CAAPH made of a HelmChartProxy for one Cluster: the Helm release's state.
+    HelmReleaseProxy,
     Secret,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 14] = [
         Kind::Cluster,
         Kind::ClusterClass,
         Kind::KubeadmControlPlane,
@@ -44,6 +48,8 @@ impl Kind {
         Kind::OpenStackClusterTemplate,
         Kind::OpenStackMachineTemplate,
         Kind::ClusterResourceSet,
+        Kind::HelmChartProxy,
+        Kind::HelmReleaseProxy,
         Kind::Secret,
     ];
 
@@ -106,6 +112,18 @@ impl Kind {
                 "v1beta2",
                 "ClusterResourceSet",
                 "clusterresourcesets",
+            ),
+            Kind::HelmChartProxy => (
+                "addons.cluster.x-k8s.io",
+                "v1alpha1",
+                "HelmChartProxy",
+                "helmchartproxies",
+            ),
+            Kind::HelmReleaseProxy => (
+                "addons.cluster.x-k8s.io",
+                "v1alpha1",
+                "HelmReleaseProxy",
+                "helmreleaseproxies",
             ),
             Kind::Secret => ("", "v1", "Secret", "secrets"),
         }

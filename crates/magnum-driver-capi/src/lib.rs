@@ -7,6 +7,7 @@
 //! namespace, names and labels, another ClusterClass) are changed with a guarded JSON patch
 //! of their topology instead, leaving their class and variables as they are.
 
+pub mod addons;
 mod class;
 mod health;
 pub mod kube;
@@ -228,7 +229,8 @@ impl CapiDriver {
         with_secrets: bool,
     ) -> Result<(Option<CloudConfig>, Option<Cas>, Addons)> {
         if !with_secrets {
-            return Ok((None, None, Addons::default()));
+            // The operator's files still decide which add-ons are charts.
+            return Ok((None, None, self.addons(template).await));
         }
         let source = self.source()?;
         let cloud = source.cloud(cluster).await?;
@@ -251,6 +253,7 @@ impl CapiDriver {
         let (cloud, cas, addons) = self
             .inputs_parts(ctx, cluster, template, with_secrets)
             .await?;
+        let charts = addons::Settings::from_config(&self.shared.cfg);
         let inputs = Inputs {
             cluster,
             template,
@@ -261,16 +264,32 @@ impl CapiDriver {
             cloud: cloud.as_ref(),
             cas: cas.as_ref(),
             addons: &addons,
+            charts: charts.as_ref(),
         };
         if with_secrets {
             for obj in render::cluster_class(mgmt.namespace()) {
                 mgmt.apply(&obj).await?;
             }
             for obj in render::render(&inputs) {
-                mgmt.apply(&obj).await?;
+                apply_object(mgmt, &obj).await?;
             }
         } else {
+            // The add-ons follow an upgrade's minor and label changes with the Cluster. A
+            // cluster made before CAAPH was required keeps resizing without it: only a
+            // create insists.
+            if let Some(s) = &charts {
+                if caaph_installed(mgmt, &inputs).await? {
+                    for obj in addons::proxies(&inputs, s) {
+                        apply_object(mgmt, &obj).await?;
+                    }
+                } else {
+                    tracing::warn!(cluster = %cluster.uuid, "{NO_CAAPH}");
+                }
+            }
             mgmt.apply(&render::cluster(&inputs)).await?;
+        }
+        if charts.is_some() {
+            remove_unselected_addons(mgmt, &inputs).await?;
         }
         Ok(())
     }
@@ -330,7 +349,7 @@ impl CapiDriver {
         {
             Ok(_) => Ok(true),
             Err(::kube::Error::Api(s)) if s.code == 409 => Ok(false),
-            Err(::kube::Error::Api(s)) => Err(kube::KubeError::Refused {
+            Err(::kube::Error::Api(s)) => Err(self::kube::KubeError::Refused {
                 what: format!("Cluster {name}"),
                 code: s.code,
                 reason: s.reason,
@@ -436,7 +455,25 @@ impl CapiDriver {
             machines: &objects.machines,
             openstack_cluster: objects.openstack_cluster.as_ref(),
         };
-        let verdict = status::evaluate(op, &snap);
+        let mut verdict = status::evaluate(op, &snap);
+        // The add-ons, for an operation in progress: a failure CAAPH reports is the reason,
+        // and the operation completes only with every release deployed.
+        let operating = matches!(status, S::CreateInProgress | S::UpdateInProgress);
+        if operating
+            && self.shared.cfg.addons_helm_enabled
+            && (verdict.status == op.in_progress() || verdict.status == op.complete())
+            && let Some((proxies, releases)) = self.addon_objects(cluster, stack_id).await
+        {
+            if let Some(why) = addons::failing(&proxies, &releases) {
+                verdict.status = op.in_progress();
+                verdict.reason = Some(why);
+            } else if verdict.status == op.complete()
+                && let Some(why) = addons::waiting(&proxies, &releases)
+            {
+                verdict.status = op.in_progress();
+                verdict.reason = Some(why);
+            }
+        }
         let mut report = StatusReport::default();
         if Some(verdict.status) != cluster.status {
             report.status = Some(verdict.status);
@@ -979,6 +1016,87 @@ impl Driver for CapiDriver {
 }
 
 impl CapiDriver {
+    /// The cluster's HelmChartProxies and HelmReleaseProxies; `None` when it has none (or
+    /// CAAPH's kinds are not served). Not watched: one list each, only for a cluster in
+    /// progress.
+    async fn addon_objects(
+        &self,
+        cluster: &Cluster,
+        stack_id: &str,
+    ) -> Option<(Vec<Value>, Vec<Value>)> {
+        let mgmt = self.mgmt().await.ok()?;
+        let proxies = mgmt
+            .list(
+                Kind::HelmChartProxy,
+                &format!("{UUID_LABEL}={}", cluster.uuid),
+            )
+            .await
+            .ok()?;
+        if proxies.is_empty() {
+            return None;
+        }
+        let releases = mgmt
+            .list(
+                Kind::HelmReleaseProxy,
+                &format!("{CAPI_CLUSTER_LABEL}={stack_id}"),
+            )
+            .await
+            .unwrap_or_default();
+        Some((proxies, releases))
+    }
+}
+
+/// Applies one rendered object; a HelmChartProxy the management cluster has no kind for
+/// says what is missing (CAAPH) instead of a bare 404, before the Cluster is created.
+async fn apply_object(mgmt: &Management, obj: &serde_json::Value) -> Result<()> {
+    match mgmt.apply(obj).await {
+        Err(self::kube::KubeError::Refused { code: 404, .. })
+            if Kind::of(obj) == Some(Kind::HelmChartProxy) =>
+        {
+            Err(Error::ServiceUnavailable {
+                message: NO_CAAPH.into(),
+            })
+        }
+        other => other.map_err(Error::from),
+    }
+}
+
+/// Whether the management cluster serves HelmChartProxies (a list of the cluster's own).
+async fn caaph_installed(mgmt: &Management, i: &Inputs<'_>) -> Result<bool> {
+    match mgmt
+        .list(
+            Kind::HelmChartProxy,
+            &format!("{UUID_LABEL}={}", i.cluster.uuid),
+        )
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(self::kube::KubeError::Refused { code: 404, .. }) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Why a cluster cannot get its add-ons when CAAPH is missing.
+pub const NO_CAAPH: &str = "The management cluster has no HelmChartProxy kind: install the Cluster API add-on provider for Helm (CAAPH) there, or set [cluster_api] addons_helm_enabled = false and deliver the add-ons through addons_path.";
+
+/// Deletes the HelmChartProxies of add-ons the cluster no longer wants (a label turned
+/// off): CAAPH then uninstalls their releases.
+async fn remove_unselected_addons(mgmt: &Management, i: &Inputs<'_>) -> Result<()> {
+    let (wanted, unwanted) = addons::selected(i);
+    let keep: Vec<String> = wanted.iter().map(|a| a.proxy_name(i.stack_id)).collect();
+    for a in unwanted {
+        let name = a.proxy_name(i.stack_id);
+        // Both CNIs share a name: the wanted one stays.
+        if keep.contains(&name) {
+            continue;
+        }
+        // Gone already, or no CAAPH at all: both answer 404, which is success here.
+        mgmt.delete(Kind::HelmChartProxy, &name).await?;
+    }
+    Ok(())
+}
+
+impl CapiDriver {
     /// One step of a delete, run by the delete and by every poll while it lasts: first the
     /// load balancers the cloud controller made (else the Cluster's network cannot go),
     /// then the CAPI Cluster (its Secrets go once it is gone, see `poll_status`). Returns
@@ -1034,8 +1152,11 @@ impl CapiDriver {
         };
         let mut ok = true;
         let selector = format!("{UUID_LABEL}={}", cluster.uuid);
-        for kind in [Kind::ClusterResourceSet, Kind::Secret] {
+        for kind in [Kind::HelmChartProxy, Kind::ClusterResourceSet, Kind::Secret] {
             match mgmt.list(kind, &selector).await {
+                // No CAAPH, so no HelmChartProxy to remove.
+                Err(self::kube::KubeError::Refused { code: 404, .. })
+                    if kind == Kind::HelmChartProxy => {}
                 Ok(items) => {
                     for item in items {
                         let name = item["metadata"]["name"].as_str().unwrap_or_default();

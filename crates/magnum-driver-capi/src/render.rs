@@ -89,6 +89,8 @@ pub struct Inputs<'a> {
     pub cloud: Option<&'a CloudConfig>,
     pub cas: Option<&'a Cas>,
     pub addons: &'a Addons,
+    /// The HelmChartProxy add-ons' settings; `None`: no HelmChartProxies.
+    pub charts: Option<&'a super::addons::Settings>,
 }
 
 /// The cluster's label `key`, else its template's.
@@ -109,11 +111,11 @@ pub fn kube_version(i: &Inputs<'_>) -> String {
     }
 }
 
-fn b64(s: &str) -> String {
+pub(crate) fn b64(s: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(s)
 }
 
-fn meta(name: &str, i: &Inputs<'_>) -> Value {
+pub(crate) fn meta(name: &str, i: &Inputs<'_>) -> Value {
     json!({
         "name": name,
         "namespace": i.namespace,
@@ -124,7 +126,7 @@ fn meta(name: &str, i: &Inputs<'_>) -> Value {
     })
 }
 
-fn secret(name: &str, i: &Inputs<'_>, kind: &str, data: Value) -> Value {
+pub(crate) fn secret(name: &str, i: &Inputs<'_>, kind: &str, data: Value) -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "Secret",
@@ -136,10 +138,18 @@ fn secret(name: &str, i: &Inputs<'_>, kind: &str, data: Value) -> Value {
 
 /// The names of the Secrets a cluster has (for the delete).
 pub fn secret_names(stack_id: &str) -> Vec<String> {
-    ["cloud-config", "ca", "etcd", "proxy", "sa", "addons"]
-        .iter()
-        .map(|s| format!("{stack_id}-{s}"))
-        .collect()
+    [
+        "cloud-config",
+        "workload-cloud-config",
+        "ca",
+        "etcd",
+        "proxy",
+        "sa",
+        "addons",
+    ]
+    .iter()
+    .map(|s| format!("{stack_id}-{s}"))
+    .collect()
 }
 
 fn clouds_yaml(c: &CloudConfig) -> String {
@@ -414,7 +424,8 @@ pub fn cluster(i: &Inputs<'_>) -> Value {
 }
 
 /// The cluster's objects in the order they are applied: credentials and CAs before the
-/// Cluster (kubeadm must find the CAs), addons, then the Cluster itself.
+/// Cluster (kubeadm must find the CAs), the HelmChartProxies, the operator's addons (after
+/// ours, so theirs can build on them), then the Cluster itself.
 pub fn render(i: &Inputs<'_>) -> Vec<Value> {
     let mut out = Vec::new();
     if let Some(cloud) = i.cloud {
@@ -438,6 +449,10 @@ pub fn render(i: &Inputs<'_>) -> Vec<Value> {
         ] {
             out.push(ca_secret(&format!("{}-{suffix}", i.stack_id), i, pair));
         }
+    }
+    if let Some(s) = i.charts {
+        out.extend(super::addons::workload_cloud_config(i));
+        out.extend(super::addons::proxies(i, s));
     }
     if !i.addons.manifests.is_empty() {
         let name = format!("{}-addons", i.stack_id);
@@ -572,6 +587,7 @@ pub(crate) mod tests {
             cloud: None,
             cas: None,
             addons,
+            charts: None,
         }
     }
 

@@ -149,6 +149,7 @@ async fn every_label_reaches_the_objects_the_topology_controller_creates() {
         cloud: None,
         cas: None,
         addons: &addons,
+        charts: None,
     };
     for obj in render::cluster_class(mgmt.namespace())
         .iter()
@@ -329,4 +330,239 @@ async fn every_label_reaches_the_objects_the_topology_controller_creates() {
         !log.contains("patches failed"),
         "the simulated controller reported a patch failure:\n{log}"
     );
+}
+
+/// Whether everything `sent` holds reads back the same (the schema may add defaults).
+fn subset(sent: &Value, back: &Value) -> bool {
+    match (sent, back) {
+        (Value::Object(a), Value::Object(b)) => a
+            .iter()
+            .all(|(k, v)| b.get(k).is_some_and(|w| subset(v, w))),
+        _ => sent == back,
+    }
+}
+
+/// Every HelmChartProxy the driver renders is accepted by the stand-in against CAAPH's real
+/// CRD schema and reads back unchanged (nothing pruned as unknown, nothing rejected), for
+/// both CNIs with every optional add-on and a mirror prefix; the delete's cleanup removes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_helm_chart_proxy_fits_the_caaph_schema() {
+    let crds = repo_root().join("../shared/fixtures/capi-crds");
+    let hcp_crd = crds.join("addons.cluster.x-k8s.io_helmchartproxies.yaml");
+    if !hcp_crd.is_file() {
+        eprintln!(
+            "SKIP: {} is absent: the HelmChartProxies cannot be checked against CAAPH's schema",
+            hcp_crd.display()
+        );
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("magnum-capi-hcp-{}", uuid::Uuid::new_v4()));
+    let out = Command::new("bash")
+        .arg(repo_root().join("test-support/kube/start.sh"))
+        .arg(&dir)
+        .arg("--no-controller")
+        .output()
+        .unwrap();
+    let _stand_in = StandIn(dir.clone());
+    assert!(
+        out.status.success(),
+        "start.sh: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cfg = ClusterApiSection {
+        kubeconfig: dir.join("kubeconfig").display().to_string(),
+        ..ClusterApiSection::default()
+    };
+    let mgmt = Management::connect(&cfg).await.unwrap();
+    let settings = crate::addons::Settings::from_config(&cfg).unwrap();
+    let cloud = crate::addons::tests::cloud();
+    let addons = Addons::default();
+    let mut seen = 0;
+    for driver in ["calico", "cilium"] {
+        let mut c = cluster();
+        c.labels = serde_json::from_value(json!({
+            "kube_tag": "v1.32.3",
+            "container_infra_prefix": "mirror.example.com/k8s",
+            "manila_csi_enabled": "true",
+            "cilium_hubble_ui_enabled": "true",
+            "cloud_provider_tag": "v1.32.1",
+        }))
+        .unwrap();
+        let mut t = template();
+        t.network_driver = Some(driver.into());
+        let i = crate::addons::tests::inputs(&c, &t, &[], &addons, &cloud, &settings);
+        // The workload cloud-config ClusterResourceSet the charts read, schema-checked too.
+        for obj in crate::addons::workload_cloud_config(&i) {
+            mgmt.apply(&obj).await.unwrap();
+        }
+        let proxies = crate::addons::proxies(&i, &settings);
+        assert_eq!(proxies.len(), 6);
+        for p in &proxies {
+            mgmt.apply(p)
+                .await
+                .unwrap_or_else(|e| panic!("{driver} {}: {e}", p["metadata"]["name"]));
+            let name = p["metadata"]["name"].as_str().unwrap();
+            let back = mgmt.get(Kind::HelmChartProxy, name).await.unwrap().unwrap();
+            assert!(
+                subset(&p["spec"], &back["spec"]),
+                "{name}: the schema pruned or changed a field\nsent: {}\nread: {}",
+                p["spec"],
+                back["spec"]
+            );
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 12);
+    let sel = format!("{}={}", render::UUID_LABEL, cluster().uuid);
+    let listed = mgmt.list(Kind::HelmChartProxy, &sel).await.unwrap();
+    assert_eq!(
+        listed.len(),
+        6,
+        "one proxy per add-on: the CNI's name is shared"
+    );
+    for p in listed {
+        let name = p["metadata"]["name"].as_str().unwrap();
+        mgmt.delete(Kind::HelmChartProxy, name).await.unwrap();
+    }
+    assert!(
+        mgmt.list(Kind::HelmChartProxy, &sel)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// A management cluster without CAAPH's kinds: a create's HelmChartProxy names what is
+/// missing instead of a bare 404, and the update path sees that CAAPH is absent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_management_cluster_without_caaph_says_so() {
+    let crds = repo_root().join("../shared/fixtures/capi-crds");
+    let cluster_crd = crds.join("cluster.x-k8s.io_clusters.yaml");
+    if !cluster_crd.is_file() {
+        eprintln!(
+            "SKIP: {} is absent: no CRD folder to serve without CAAPH's kinds",
+            cluster_crd.display()
+        );
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("magnum-capi-nocaaph-{}", uuid::Uuid::new_v4()));
+    // Only the Cluster kind: the stand-in serves what its CRD folder holds.
+    let only = dir.join("crds");
+    std::fs::create_dir_all(&only).unwrap();
+    std::fs::copy(&cluster_crd, only.join("cluster.x-k8s.io_clusters.yaml")).unwrap();
+    let out = Command::new("bash")
+        .arg(repo_root().join("test-support/kube/start.sh"))
+        .arg(&dir)
+        .arg("--no-controller")
+        .env("MAGNUM_TEST_CAPI_CRDS", &only)
+        .output()
+        .unwrap();
+    let _stand_in = StandIn(dir.clone());
+    assert!(
+        out.status.success(),
+        "start.sh: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cfg = ClusterApiSection {
+        kubeconfig: dir.join("kubeconfig").display().to_string(),
+        ..ClusterApiSection::default()
+    };
+    let mgmt = Management::connect(&cfg).await.unwrap();
+    let settings = crate::addons::Settings::from_config(&cfg).unwrap();
+    let cloud = crate::addons::tests::cloud();
+    let (c, t, addons) = (cluster(), template(), Addons::default());
+    let i = crate::addons::tests::inputs(&c, &t, &[], &addons, &cloud, &settings);
+    let proxy = &crate::addons::proxies(&i, &settings)[0];
+    let err = crate::apply_object(&mgmt, proxy).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("Cluster API add-on provider for Helm (CAAPH)"),
+        "{err}"
+    );
+    assert!(!crate::caaph_installed(&mgmt, &i).await.unwrap());
+}
+
+/// The stand-in's simulated CAAPH (capi_sim.py) makes and deploys a HelmReleaseProxy for
+/// each of a cluster's HelmChartProxies, so the status engine's wait for the add-ons ends;
+/// a proxy deleted (an add-on turned off) loses its release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulated_caaph_deploys_each_proxy() {
+    let crds = repo_root().join("../shared/fixtures/capi-crds");
+    if !crds.is_dir() {
+        eprintln!(
+            "SKIP: {} is absent: the releases cannot be checked against CAAPH's schema",
+            crds.display()
+        );
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("magnum-capi-caaph-{}", uuid::Uuid::new_v4()));
+    let out = Command::new("bash")
+        .arg(repo_root().join("test-support/kube/start.sh"))
+        .arg(&dir)
+        .env("CAPI_SIM_STEP_SECONDS", "0.2")
+        .output()
+        .unwrap();
+    let _stand_in = StandIn(dir.clone());
+    assert!(
+        out.status.success(),
+        "start.sh: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cfg = ClusterApiSection {
+        kubeconfig: dir.join("kubeconfig").display().to_string(),
+        ..ClusterApiSection::default()
+    };
+    let mgmt = Management::connect(&cfg).await.unwrap();
+    let settings = crate::addons::Settings::from_config(&cfg).unwrap();
+    let cloud = crate::addons::tests::cloud();
+    let (c, t, addons) = (cluster(), template(), Addons::default());
+    let ngs = vec![
+        nodegroup("default-master", NodegroupRole::Master, 1),
+        nodegroup("default-worker", NodegroupRole::Worker, 1),
+    ];
+    let i = crate::addons::tests::inputs(&c, &t, &ngs, &addons, &cloud, &settings);
+    for obj in render::cluster_class(mgmt.namespace())
+        .iter()
+        .chain(&render::render(&i))
+    {
+        mgmt.apply(obj).await.unwrap();
+    }
+    let by_uuid = format!("{}={}", render::UUID_LABEL, c.uuid);
+    let by_name = format!("{}=kube-ab12c", render::CAPI_CLUSTER_LABEL);
+    let proxies = mgmt.list(Kind::HelmChartProxy, &by_uuid).await.unwrap();
+    assert_eq!(proxies.len(), 4, "CNI, CCM, Cinder, keystone-auth");
+    let until = Instant::now() + Duration::from_secs(30);
+    let mut why = crate::addons::waiting(&proxies, &[]);
+    while why.is_some() && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let releases = mgmt.list(Kind::HelmReleaseProxy, &by_name).await.unwrap();
+        why = crate::addons::waiting(&proxies, &releases);
+    }
+    let log = std::fs::read_to_string(dir.join("capi_sim.log")).unwrap_or_default();
+    assert_eq!(
+        why, None,
+        "the simulated CAAPH did not deploy; its log:\n{log}"
+    );
+    let releases = mgmt.list(Kind::HelmReleaseProxy, &by_name).await.unwrap();
+    assert_eq!(releases.len(), 4);
+    assert!(
+        releases
+            .iter()
+            .all(|r| r["spec"]["clusterRef"]["name"] == "kube-ab12c")
+    );
+    mgmt.delete(Kind::HelmChartProxy, "kube-ab12c-cinder-csi")
+        .await
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = mgmt.list(Kind::HelmReleaseProxy, &by_name).await.unwrap();
+        if left.len() == 3 || Instant::now() > until {
+            assert_eq!(left.len(), 3, "the deleted proxy's release stays");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

@@ -23,7 +23,7 @@ pub enum Operation {
 }
 
 impl Operation {
-    fn in_progress(self) -> S {
+    pub fn in_progress(self) -> S {
         match self {
             Self::Create => S::CreateInProgress,
             Self::Update => S::UpdateInProgress,
@@ -31,7 +31,7 @@ impl Operation {
         }
     }
 
-    fn complete(self) -> S {
+    pub fn complete(self) -> S {
         match self {
             Self::Create => S::CreateComplete,
             Self::Update => S::UpdateComplete,

@@ -3,6 +3,8 @@
 //! Help texts are ours. Options marked `legacy()` are accepted and ignored (they exist in
 //! older files); `accept [..]` lists library options accepted silently without a type.
 
+use std::collections::BTreeMap;
+
 use super::registry::{opt, section};
 use super::secret::Secret;
 
@@ -752,6 +754,18 @@ section! {
         /// ClusterResourceSet: `cni/<network_driver>.yaml`, `cloud-provider.yaml`,
         /// `csi-cinder.yaml` (each used when present); empty: no addons.
         addons_path: String = String::new();
+        /// Install the CNI, the OpenStack cloud controller manager and the CSI drivers
+        /// through Cluster API add-on provider for Helm (CAAPH) HelmChartProxies, one per
+        /// add-on and cluster; needs CAAPH in the management cluster.
+        addons_helm_enabled: bool = true;
+        /// Chart repository used for every add-on chart instead of its public one (a mirror
+        /// holding them all, `https://` or `oci://`, for air-gapped clouds); empty: the
+        /// public repositories.
+        addons_chart_repository: String = String::new();
+        /// Chart versions overriding the driver's pins, `addon:version` pairs; add-ons
+        /// `calico`, `cilium`, `openstack-ccm`, `cinder-csi`, `manila-csi`, `nfs-csi`,
+        /// `k8s-keystone-auth`.
+        addons_chart_versions: BTreeMap<String, String> = BTreeMap::new();
         /// Kubernetes version of clusters whose labels set no `kube_tag`.
         default_kube_tag: String = "v1.33.1".into();
         /// Network drivers (template `network_driver`) the driver can install.

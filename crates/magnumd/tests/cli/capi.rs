@@ -299,7 +299,7 @@ fn template(cli: &Cli, name: &str, kube_tag: &str) -> Value {
 }
 
 /// The CAPI objects of a Magnum cluster still in the stand-in (Clusters, Secrets,
-/// ClusterResourceSets labelled with its uuid; Machines and MachineDeployments of its name).
+/// ClusterResourceSets, HelmChartProxies labelled with its uuid; Machines and MachineDeployments of its name).
 pub(crate) fn leftovers(kube: &Kube, uuid: &str, stack_id: &str) -> Vec<String> {
     let mut left = Vec::new();
     let by_uuid = format!("cluster-uuid={uuid}");
@@ -311,6 +311,11 @@ pub(crate) fn leftovers(kube: &Kube, uuid: &str, stack_id: &str) -> Vec<String> 
         (
             "addons.cluster.x-k8s.io/v1beta2",
             "clusterresourcesets",
+            &by_uuid,
+        ),
+        (
+            "addons.cluster.x-k8s.io/v1alpha1",
+            "helmchartproxies",
             &by_uuid,
         ),
         (CLUSTERS, "machines", &by_name),
