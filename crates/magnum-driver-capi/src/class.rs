@@ -410,6 +410,18 @@ fn variables() -> Vec<Value> {
                                   "allowedCIDRs": strings()}}),
         ),
         var("extraNetworks", false, strings()),
+        // A nodegroup's node_labels (as the kubelet's `k=v,...`) and node_taints (1.14).
+        var("nodeLabels", false, string("")),
+        var(
+            "nodeTaints",
+            false,
+            json!({"type": "array", "default": [],
+                   "items": {"type": "object", "required": ["key", "effect"],
+                             "properties": {"key": {"type": "string", "minLength": 1},
+                                            "value": {"type": "string"},
+                                            "effect": {"type": "string",
+                                                       "enum": ["NoSchedule", "PreferNoSchedule", "NoExecute"]}}}}),
+        ),
     ]
 }
 
@@ -537,6 +549,27 @@ fn patches() -> Vec<Value> {
                     &format!("{SPEC}/rootVolume"),
                     ROOT_VOLUME,
                 )],
+            )],
+        ),
+        // node_labels and node_taints are nodegroup overrides, which enabledIf cannot see:
+        // always written (no labels and no taints are the kubelet's and kubeadm's defaults).
+        patch(
+            "nodeRegistration",
+            None,
+            vec![definition(
+                &kct,
+                vec![
+                    add_arg(
+                        &format!("{SPEC}/joinConfiguration/nodeRegistration/kubeletExtraArgs"),
+                        "node-labels",
+                        ".nodeLabels",
+                    ),
+                    from_var(
+                        "add",
+                        &format!("{SPEC}/joinConfiguration/nodeRegistration/taints"),
+                        "nodeTaints",
+                    ),
+                ],
             )],
         ),
         patch(

@@ -258,8 +258,36 @@ fn machine_deployment(ng: &Nodegroup, i: &Inputs<'_>) -> Value {
     overrides.push(
         json!({"name": "differentFailureDomain", "value": l.bool("different_failure_domain")}),
     );
+    overrides.push(json!({"name": "nodeLabels", "value": node_labels(ng)}));
+    overrides.push(json!({"name": "nodeTaints", "value": node_taints(ng)}));
     md["variables"] = json!({"overrides": overrides});
     md
+}
+
+/// A nodegroup's `node_labels` as the kubelet's `--node-labels` (`k=v,...`, in key order).
+fn node_labels(ng: &Nodegroup) -> String {
+    ng.node_labels
+        .keys()
+        .map(|k| format!("{k}={}", label(&ng.node_labels, k).unwrap_or_default()))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A nodegroup's `node_taints` as kubeadm's `nodeRegistration.taints` (key, value, effect;
+/// the API checked their shape, anything else is left out).
+fn node_taints(ng: &Nodegroup) -> Vec<Value> {
+    ng.node_taints
+        .iter()
+        .filter_map(|t| {
+            let key = t.get("key")?.as_str()?;
+            let effect = t.get("effect")?.as_str()?;
+            let mut taint = json!({"key": key, "effect": effect});
+            if let Some(v) = t.get("value").and_then(Value::as_str) {
+                taint["value"] = json!(v);
+            }
+            Some(taint)
+        })
+        .collect()
 }
 
 /// The cluster-scoped labels of a cluster (cluster, then template), parsed.

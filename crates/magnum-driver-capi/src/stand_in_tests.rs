@@ -129,6 +129,9 @@ async fn every_label_reaches_the_objects_the_topology_controller_creates() {
         json!({"boot_volume_size": "100", "different_failure_domain": "n", "availability_zone": "az2"}),
     )
     .unwrap();
+    gpu.node_labels =
+        serde_json::from_value(json!({"accelerator": "a100", "tier": "batch"})).unwrap();
+    gpu.node_taints = vec![json!({"key": "gpu", "value": "true", "effect": "NoSchedule"})];
     let mut worker = nodegroup("default-worker", NodegroupRole::Worker, 2);
     worker.labels = c.labels.clone();
     let ngs = vec![
@@ -314,6 +317,32 @@ async fn every_label_reaches_the_objects_the_topology_controller_creates() {
         json!([["LABEL=runtime_disk", "/var/lib/containerd"]])
     );
     assert_eq!(kct["diskSetup"]["partitions"][0]["device"], "/dev/vdb");
+
+    // Microversion 1.14's node labels and taints reach their own nodegroup's registration.
+    let registration = |taints_set: bool| {
+        kcts.iter()
+            .map(|k| &k["spec"]["template"]["spec"]["joinConfiguration"]["nodeRegistration"])
+            .find(|r| {
+                r["taints"]
+                    .as_array()
+                    .is_some_and(|t| t.is_empty() != taints_set)
+            })
+            .cloned()
+            .unwrap_or_else(|| panic!("no bootstrap template with taints={taints_set}: {kcts:?}"))
+    };
+    let gpu_reg = registration(true);
+    assert_eq!(
+        gpu_reg["taints"],
+        json!([{"key": "gpu", "value": "true", "effect": "NoSchedule"}])
+    );
+    let args = gpu_reg["kubeletExtraArgs"].as_array().unwrap();
+    assert_eq!(
+        arg(args, "node-labels"),
+        Some("accelerator=a100,tier=batch")
+    );
+    let plain = registration(false);
+    let args = plain["kubeletExtraArgs"].as_array().unwrap();
+    assert_eq!(arg(args, "node-labels"), Some(""));
 
     // The Cluster itself: network and health checks.
     let cl = mgmt.get(Kind::Cluster, stack).await.unwrap().unwrap();
