@@ -189,6 +189,40 @@ pub(crate) async fn sync_one(inner: &Inner, uuid: &str) -> Result<()> {
     if status.is_some_and(|s| RECOVERABLE.contains(&s)) {
         return recover(inner, cluster, ngs).await;
     }
+    if status.is_some_and(S::is_stable) {
+        return follow_scaling(inner, &cluster, &ngs).await;
+    }
+    Ok(())
+}
+
+/// A cluster at rest whose backend scaled a nodegroup by itself (an autoscaler): its
+/// `node_count` follows, so `openstack coe nodegroup show` tells the truth.
+async fn follow_scaling(inner: &Inner, cluster: &Cluster, ngs: &[NodeGroup]) -> Result<()> {
+    let driver = inner.driver_for(cluster).await?;
+    let seen = magnum_db::model::nodegroups(ngs);
+    let counts = match tokio::time::timeout(
+        POLL_TIMEOUT,
+        driver.scaled_node_counts(&crate::handlers::dc(cluster), &seen),
+    )
+    .await
+    {
+        Ok(r) => r?,
+        Err(_) => return Ok(()),
+    };
+    for (uuid, count) in counts {
+        let Some(ng) = ngs.iter().find(|ng| ng.uuid == uuid) else {
+            continue;
+        };
+        // A nodegroup being changed meanwhile is left to that operation.
+        if !ng.status.is_some_and(S::is_stable) {
+            continue;
+        }
+        inner
+            .lifecycle()
+            .change_nodegroup(ng, |m| m.node_count = Some(count))
+            .await?;
+        tracing::info!(cluster = ?cluster.uuid, nodegroup = %uuid, node_count = count, "the backend scaled a nodegroup; node_count follows");
+    }
     Ok(())
 }
 

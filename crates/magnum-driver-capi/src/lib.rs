@@ -983,6 +983,21 @@ impl Driver for CapiDriver {
         Ok(Some(health::from_management(kcp, &objects.machines)))
     }
 
+    async fn scaled_node_counts(
+        &self,
+        cluster: &Cluster,
+        nodegroups: &[NodeGroup],
+    ) -> Result<Vec<(String, i32)>> {
+        let Some(stack_id) = cluster.stack_id.as_deref().filter(|s| !s.is_empty()) else {
+            return Ok(Vec::new());
+        };
+        let objects = self.cache().await?.snapshot(stack_id).await?;
+        Ok(status::scaled_counts(
+            &objects.machine_deployments,
+            nodegroups,
+        ))
+    }
+
     async fn poll_status(
         &self,
         cluster: &Cluster,

@@ -235,7 +235,7 @@ fn machine_deployment(ng: &Nodegroup, i: &Inputs<'_>) -> Value {
             .unwrap_or(i64::from(ng.node_count))
             .max(i64::from(ng.node_count));
         md["metadata"]["annotations"] = json!({
-            "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": min.to_string(),
+            crate::status::AUTOSCALER_MIN: min.to_string(),
             "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": max.to_string(),
         });
     } else {

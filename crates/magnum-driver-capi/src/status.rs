@@ -254,6 +254,33 @@ fn replicas(obj: &Value, field: &str) -> Option<i64> {
         .and_then(Value::as_i64)
 }
 
+/// The autoscaler's bound on a MachineDeployment (set only on autoscaled nodegroups').
+pub const AUTOSCALER_MIN: &str = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size";
+
+/// The replicas of the autoscaled MachineDeployments, by nodegroup uuid, where they differ
+/// from the nodegroup's `node_count` (the autoscaler owns the count between its bounds).
+pub fn scaled_counts(mds: &[Value], ngs: &[magnum_core::model::Nodegroup]) -> Vec<(String, i32)> {
+    mds.iter()
+        .filter(|md| s(md, &["metadata", "annotations", AUTOSCALER_MIN]).is_some())
+        .filter(|md| s(md, &["metadata", "deletionTimestamp"]).is_none())
+        .filter_map(|md| {
+            let name = text(
+                md,
+                &[
+                    "metadata",
+                    "labels",
+                    "topology.cluster.x-k8s.io/deployment-name",
+                ],
+            )?;
+            let replicas = s(md, &["spec", "replicas"])?
+                .as_i64()
+                .and_then(|r| i32::try_from(r).ok())?;
+            let ng = ngs.iter().find(|ng| ng.name == name)?;
+            (ng.node_count != replicas).then(|| (ng.uuid.to_string(), replicas))
+        })
+        .collect()
+}
+
 /// A MachineDeployment's verdict for the operation.
 fn deployment_verdict(op: Operation, md: &Value, machines: &[Value]) -> NodegroupVerdict {
     let topology = text(
@@ -484,6 +511,42 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn autoscaled_replicas_become_node_counts_where_they_differ() {
+        use magnum_core::model::NodegroupRole;
+        let md = |name: &str, replicas: i64, scaled: bool| {
+            let mut m = json!({
+                "metadata": {"labels": {"topology.cluster.x-k8s.io/deployment-name": name}},
+                "spec": {"replicas": replicas},
+            });
+            if scaled {
+                m["metadata"]["annotations"] = json!({AUTOSCALER_MIN: "1"});
+            }
+            m
+        };
+        let ngs = [
+            crate::render::tests::nodegroup("scaled", NodegroupRole::Worker, 1),
+            crate::render::tests::nodegroup("same", NodegroupRole::Worker, 2),
+            crate::render::tests::nodegroup("fixed", NodegroupRole::Worker, 1),
+        ];
+        let mut going = md("scaled", 7, true);
+        going["metadata"]["deletionTimestamp"] = json!("2026-12-05T00:00:00Z");
+        let mds = [
+            md("scaled", 3, true),
+            md("same", 2, true),
+            md("fixed", 5, false),
+        ];
+        assert_eq!(
+            scaled_counts(&mds, &ngs),
+            vec![(ngs[0].uuid.to_string(), 3)],
+            "only an autoscaled MachineDeployment whose count differs"
+        );
+        assert!(
+            scaled_counts(&[going], &ngs).is_empty(),
+            "one being deleted says nothing"
+        );
+    }
 
     fn cluster(available: bool, generation: i64, observed: i64) -> Value {
         json!({

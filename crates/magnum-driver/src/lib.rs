@@ -151,6 +151,17 @@ pub trait Driver: Send + Sync {
         nodegroups: &[NodeGroup],
     ) -> Result<StatusReport>;
 
+    /// For a cluster at rest: the node counts the backend chose by itself (an autoscaler
+    /// scaled a nodegroup), by nodegroup uuid, where they differ from `node_count`. The
+    /// conductor stores them, so `nodegroup show` tells the truth.
+    async fn scaled_node_counts(
+        &self,
+        _cluster: &Cluster,
+        _nodegroups: &[NodeGroup],
+    ) -> Result<Vec<(String, i32)>> {
+        Ok(Vec::new())
+    }
+
     /// Whether `rotate_ca_certificate` can succeed: asked before any new CA is made, so a
     /// refusal changes nothing (upstream replaced the CAs first).
     fn supports_ca_rotation(&self) -> bool {

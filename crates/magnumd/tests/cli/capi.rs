@@ -724,7 +724,8 @@ fn cluster_api_labels_reach_the_patched_objects_and_bad_values_are_refused() {
             "--node-count",
             "1",
             "--labels",
-            "oidc_issuer_url=https://idp.example.com,oidc_client_id=k8s,boot_volume_size=50,unknown_label=kept",
+            "oidc_issuer_url=https://idp.example.com,oidc_client_id=k8s,boot_volume_size=50,unknown_label=kept,\
+             auto_scaling_enabled=true,min_node_count=1,max_node_count=4",
             "--merge-labels",
         ],
     );
@@ -789,6 +790,41 @@ fn cluster_api_labels_reach_the_patched_objects_and_bad_values_are_refused() {
         1,
         "one patched KubeadmConfigTemplate per MachineDeployment"
     );
+
+    // Auto-scaling: the MachineDeployment carries the autoscaler's bounds and no count of
+    // ours; when the autoscaler scales it, the nodegroup's node_count follows.
+    let md_sel = format!("{sel},topology.cluster.x-k8s.io/deployment-name=default-worker");
+    let md = &kube.list(CLUSTERS, "machinedeployments", &md_sel)[0];
+    let ann = &md["metadata"]["annotations"];
+    assert_eq!(
+        ann["cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"], "1",
+        "{md}"
+    );
+    assert_eq!(
+        ann["cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"], "4",
+        "{md}"
+    );
+    let md_name = md["metadata"]["name"].as_str().unwrap();
+    kube.merge(
+        &format!("/apis/{CLUSTERS}/namespaces/magnum-system/machinedeployments/{md_name}"),
+        &json!({"spec": {"replicas": 3}}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let n = cli.json(
+            CLOUD,
+            &["coe", "nodegroup", "show", "labelled", "default-worker"],
+        );
+        if n["node_count"] == 3 {
+            assert_eq!(n["status"], "CREATE_COMPLETE", "{n}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node_count never followed the autoscaler: {n}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
 
     let uuid = c["uuid"].as_str().unwrap().to_owned();
     cli.ok(CLOUD, &["coe", "cluster", "delete", "labelled"]);
