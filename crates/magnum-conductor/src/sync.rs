@@ -206,9 +206,14 @@ async fn follow_scaling(inner: &Inner, cluster: &Cluster, ngs: &[NodeGroup]) -> 
     )
     .await
     {
-        Ok(r) => r?,
+        Ok(Ok(counts)) => counts,
+        Ok(Err(e)) => {
+            tracing::warn!(cluster = ?cluster.uuid, error = %e, "cannot read the backend's node counts");
+            return Ok(());
+        }
         Err(_) => return Ok(()),
     };
+    tracing::debug!(cluster = ?cluster.uuid, ?counts, "node counts the backend chose");
     for (uuid, count) in counts {
         let Some(ng) = ngs.iter().find(|ng| ng.uuid == uuid) else {
             continue;

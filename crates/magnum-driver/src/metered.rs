@@ -181,6 +181,15 @@ impl Driver for Metered {
         let call = self.inner.management_health(cluster);
         self.timed("management_health", call).await
     }
+
+    async fn scaled_node_counts(
+        &self,
+        cluster: &Cluster,
+        nodegroups: &[NodeGroup],
+    ) -> Result<Vec<(String, i32)>> {
+        let call = self.inner.scaled_node_counts(cluster, nodegroups);
+        self.timed("scaled_node_counts", call).await
+    }
 }
 
 #[cfg(test)]
