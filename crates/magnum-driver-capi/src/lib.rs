@@ -700,8 +700,13 @@ pub fn check_label_maps(cluster: &Labels, template: &Labels) -> Result<()> {
 /// A new nodegroup's own labels (nodegroup scope), before its MachineDeployment is added;
 /// the cluster's were checked at its create.
 pub fn check_nodegroup_labels(ng: &NodeGroup) -> Result<()> {
-    labels::log_unknown(&[&ng.labels]);
-    match labels::Resolved::of(labels::Scope::Nodegroup, &[&ng.labels])
+    check_nodegroup_label_map(&ng.labels)
+}
+
+/// [`check_nodegroup_labels`] from the labels alone (the API's, before the row is saved).
+pub fn check_nodegroup_label_map(labels: &Labels) -> Result<()> {
+    labels::log_unknown(&[labels]);
+    match labels::Resolved::of(labels::Scope::Nodegroup, &[labels])
         .errors
         .into_iter()
         .next()

@@ -17,7 +17,7 @@ use magnum_db::repo::nodegroup::NodeGroup;
 use magnum_rpc::{ClusterCreate, ClusterRef, ClusterResize, ClusterUpdate, ClusterUpgrade};
 use serde_json::{Map, Value};
 
-use crate::{Services, generate_name, invalid};
+use crate::{LabelsToCheck, Services, generate_name, invalid};
 
 /// A cluster to create, as the request gave it. `None` means absent (the template's value
 /// or the attribute's default applies); `Some(None)` is an explicit null.
@@ -155,17 +155,9 @@ impl Clusters<'_> {
     /// The template's driver must be one this deployment runs (api.md §6.2.3 step 4).
     /// Upstream resolved the driver from (server_type, os, coe) and ignored the template's
     /// `driver`, which could pick a different driver than the one that runs.
-    fn driver_name(&self, t: &ClusterTemplate) -> Option<String> {
-        let settings = &self.s.settings;
-        t.driver
-            .clone()
-            .or_else(|| settings.default_driver.clone())
-            .or_else(|| settings.drivers.iter().min().cloned())
-    }
-
     fn check_driver(&self, t: &ClusterTemplate) -> Result<()> {
         let settings = &self.s.settings;
-        let name = self.driver_name(t);
+        let name = self.s.driver_name(t);
         let none = || "None".to_owned();
         match name {
             Some(n) if settings.drivers.contains(&n) => Ok(()),
@@ -182,9 +174,16 @@ impl Clusters<'_> {
     /// The checks upstream makes before the caller's policy (api.md §6.2.3 steps 4-7).
     pub fn check_create(&self, t: &ClusterTemplate, req: &NewCluster) -> Result<()> {
         self.check_driver(t)?;
-        if let (Some(check), Some(driver)) = (&self.s.label_check, self.driver_name(t)) {
+        if let (Some(check), Some(driver)) = (&self.s.label_check, self.s.driver_name(t)) {
             let template: Map<String, Value> = loads(t.labels.as_deref()).unwrap_or_default();
-            check(&driver, &initial_labels(req, t), &template)?;
+            let cluster = initial_labels(req, t);
+            check(
+                &driver,
+                LabelsToCheck::Cluster {
+                    cluster: &cluster,
+                    template: &template,
+                },
+            )?;
         }
         let docker_volume_size = or_template(req.docker_volume_size, &t.docker_volume_size);
         if t.docker_storage_driver.as_deref() == Some("devicemapper")

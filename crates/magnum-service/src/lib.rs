@@ -53,17 +53,21 @@ impl Default for ServiceSettings {
     }
 }
 
-/// A driver's check of a new cluster's labels (the driver name, the cluster's labels, its
-/// template's), so a value that cannot work is refused with a 400 before anything is saved.
-pub type LabelCheck = Arc<
-    dyn Fn(
-            &str,
-            &serde_json::Map<String, serde_json::Value>,
-            &serde_json::Map<String, serde_json::Value>,
-        ) -> magnum_core::Result<()>
-        + Send
-        + Sync,
->;
+/// The labels a driver checks before anything is saved.
+#[derive(Clone, Copy, Debug)]
+pub enum LabelsToCheck<'a> {
+    /// A new template's or cluster's: the cluster's labels over its template's.
+    Cluster {
+        cluster: &'a serde_json::Map<String, serde_json::Value>,
+        template: &'a serde_json::Map<String, serde_json::Value>,
+    },
+    /// A new nodegroup's labels (the cluster's, when it was given none, were checked before).
+    Nodegroup(&'a serde_json::Map<String, serde_json::Value>),
+}
+
+/// A driver's check of new labels (the driver name, the labels), so a value that cannot work
+/// is refused with a 400 before anything is saved.
+pub type LabelCheck = Arc<dyn Fn(&str, LabelsToCheck<'_>) -> magnum_core::Result<()> + Send + Sync>;
 
 /// Everything the services need. Cheap to share behind an `Arc`.
 pub struct Services {
@@ -85,6 +89,19 @@ pub struct Services {
 }
 
 impl Services {
+    /// The driver a template's clusters use: its own, else the configured default, else the
+    /// first enabled.
+    pub(crate) fn driver_name(
+        &self,
+        t: &magnum_db::repo::cluster_template::ClusterTemplate,
+    ) -> Option<String> {
+        let settings = &self.settings;
+        t.driver
+            .clone()
+            .or_else(|| settings.default_driver.clone())
+            .or_else(|| settings.drivers.iter().min().cloned())
+    }
+
     /// The writer of cluster and nodegroup rows.
     pub fn lifecycle(&self) -> lifecycle::Lifecycle {
         lifecycle::Lifecycle::new(self.db.clone())

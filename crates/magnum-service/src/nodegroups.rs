@@ -17,7 +17,7 @@ use magnum_db::repo::nodegroup::{NodeGroup, NodeGroupFilters};
 use magnum_rpc::{NodegroupRef, NodegroupUpdate};
 use serde_json::{Map, Value};
 
-use crate::{Services, int32, invalid, invalid_attribute};
+use crate::{LabelsToCheck, Services, int32, invalid, invalid_attribute};
 
 /// A new nodegroup's attributes as the API's input rules left them. Create fills in what
 /// the cluster and template provide (image, flavor, labels) and what storage assigns (uuid,
@@ -295,19 +295,17 @@ impl Nodegroups<'_> {
                 "Mandatory field missing.",
             ));
         };
-        if doc.get("image_id").is_none_or(Value::is_null) {
-            let image = match c.cluster_template_id.as_deref() {
-                Some(t) => self
-                    .s
-                    .db
-                    .cluster_templates()
-                    .get_by_uuid(ctx, t)
-                    .await?
-                    .image_id
-                    .map_or(Value::Null, Value::String),
-                None => Value::Null,
-            };
-            doc.insert("image_id".into(), image);
+        // The template gives the image when none is given, and the driver for the label check.
+        let need_image = doc.get("image_id").is_none_or(Value::is_null);
+        let templates = self.s.db.cluster_templates();
+        let template = match c.cluster_template_id.as_deref() {
+            Some(t) if need_image => Some(templates.get_by_uuid(ctx, t).await?),
+            Some(t) if self.s.label_check.is_some() => templates.get_by_uuid(ctx, t).await.ok(),
+            _ => None,
+        };
+        if need_image {
+            let image = template.as_ref().and_then(|t| t.image_id.clone());
+            doc.insert("image_id".into(), image.map_or(Value::Null, Value::String));
         }
         if doc.get("flavor_id").is_none_or(Value::is_null) {
             doc.insert(
@@ -325,6 +323,14 @@ impl Nodegroups<'_> {
             Some(Value::Object(given)) => given.clone(),
             _ => cluster_labels,
         };
+        // A label value the cluster's driver cannot use on this nodegroup is refused now, not
+        // by a CREATE_FAILED nodegroup later.
+        if let (Some(check), Some(driver)) = (
+            &self.s.label_check,
+            template.as_ref().and_then(|t| self.s.driver_name(t)),
+        ) {
+            check(&driver, LabelsToCheck::Nodegroup(&labels))?;
+        }
         doc.insert("labels".into(), Value::Object(labels.clone()));
         // The cluster's labels decide the boot volume, as upstream reads them.
         let cluster_labels: Option<Value> = loads(c.labels.as_deref());

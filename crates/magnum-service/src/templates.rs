@@ -11,7 +11,7 @@ use magnum_db::json::{dumps, loads};
 use magnum_db::repo::cluster_template::ClusterTemplate;
 use serde_json::{Map, Value};
 
-use crate::{Checks, Services, generate_name, invalid};
+use crate::{Checks, LabelsToCheck, Services, generate_name, invalid};
 
 /// A template's attributes as the API's input rules left them (types checked, values
 /// coerced), keyed by attribute name.
@@ -196,7 +196,13 @@ impl Templates<'_> {
                 .and_then(Value::as_object)
                 .cloned()
                 .unwrap_or_default();
-            check(d, &Map::new(), &labels)?;
+            check(
+                d,
+                LabelsToCheck::Cluster {
+                    cluster: &Map::new(),
+                    template: &labels,
+                },
+            )?;
         }
         doc.insert(
             "driver".into(),

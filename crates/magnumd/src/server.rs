@@ -60,12 +60,19 @@ fn service_settings(cfg: &Config) -> ServiceSettings {
 
 /// The Cluster API driver's label checks, for clusters of its driver names only.
 fn capi_label_check() -> magnum_service::LabelCheck {
+    use magnum_service::LabelsToCheck;
     let names = magnum_driver_capi::driver_names();
-    std::sync::Arc::new(move |driver, cluster, template| {
-        if names.contains(&driver) {
-            magnum_driver_capi::check_label_maps(cluster, template)
-        } else {
-            Ok(())
+    std::sync::Arc::new(move |driver, labels| {
+        if !names.contains(&driver) {
+            return Ok(());
+        }
+        match labels {
+            LabelsToCheck::Cluster { cluster, template } => {
+                magnum_driver_capi::check_label_maps(cluster, template)
+            }
+            LabelsToCheck::Nodegroup(labels) => {
+                magnum_driver_capi::check_nodegroup_label_map(labels)
+            }
         }
     })
 }

@@ -834,6 +834,26 @@ fn cluster_api_labels_reach_the_patched_objects_and_bad_values_are_refused() {
         std::thread::sleep(Duration::from_millis(300));
     }
 
+    // A nodegroup's own bad label: a 400 at its create, no nodegroup and no MachineDeployment.
+    cli.refused(
+        CLOUD,
+        &[
+            "coe",
+            "nodegroup",
+            "create",
+            "labelled",
+            "bad-ng",
+            "--labels",
+            "boot_volume_size=huge",
+        ],
+        400,
+        "Invalid value for label boot_volume_size: 'huge'",
+    );
+    let groups = cli.ok(CLOUD, &["coe", "nodegroup", "list", "labelled"]);
+    assert!(!groups.contains("bad-ng"), "{groups}");
+    let mds = kube.list(CLUSTERS, "machinedeployments", &sel);
+    assert_eq!(mds.len(), 1, "only default-worker's: {mds:?}");
+
     let uuid = c["uuid"].as_str().unwrap().to_owned();
     cli.ok(CLOUD, &["coe", "cluster", "delete", "labelled"]);
     wait_all_deleted(cli, 120);
