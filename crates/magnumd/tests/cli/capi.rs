@@ -834,6 +834,56 @@ fn cluster_api_labels_reach_the_patched_objects_and_bad_values_are_refused() {
         std::thread::sleep(Duration::from_millis(300));
     }
 
+    // A min/max PATCH reaches the autoscaler's annotations.
+    cli.ok(
+        CLOUD,
+        &[
+            "coe",
+            "nodegroup",
+            "update",
+            "labelled",
+            "default-worker",
+            "--min-nodes",
+            "2",
+            "--max-nodes",
+            "6",
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let md = &kube.list(CLUSTERS, "machinedeployments", &md_sel)[0];
+        let ann = &md["metadata"]["annotations"];
+        if ann["cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"] == "2"
+            && ann["cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"] == "6"
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the PATCH never reached the annotations: {ann}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let n = cli.json(
+            CLOUD,
+            &["coe", "nodegroup", "show", "labelled", "default-worker"],
+        );
+        assert_eq!(
+            (&n["min_node_count"], &n["max_node_count"]),
+            (&json!(2), &json!(6))
+        );
+        if n["status"] == "UPDATE_COMPLETE" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the nodegroup's update never completed: {n}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
     // A nodegroup's own bad label: a 400 at its create, no nodegroup and no MachineDeployment.
     cli.refused(
         CLOUD,
