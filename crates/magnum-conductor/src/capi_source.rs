@@ -11,7 +11,7 @@ use magnum_openstack::catalog::ServiceType;
 
 use crate::state::Inner;
 use magnum_certs::{CaType, ClusterCertRefs};
-use magnum_driver_capi::render::{Cas, CloudConfig, KeyPair};
+use magnum_driver_capi::render::{Cas, CloudConfig, FlavorSize, KeyPair};
 use magnum_driver_capi::{LoadBalancer, Source};
 use magnum_openstack::resources;
 
@@ -137,6 +137,24 @@ impl Source for ConductorSource {
                 },
                 _ => unavailable(e),
             })
+    }
+
+    async fn flavors(&self) -> Result<Vec<FlavorSize>> {
+        let Some(os) = self.openstack.as_ref() else {
+            return Ok(Vec::new());
+        };
+        let svc = os.service_session().await.map_err(unavailable)?;
+        let all = resources::flavors(&svc).await.map_err(unavailable)?;
+        Ok(all
+            .into_iter()
+            .map(|f| FlavorSize {
+                id: f.id,
+                name: f.name,
+                vcpus: f.vcpus,
+                ram_mib: f.ram,
+                disk_gb: f.disk,
+            })
+            .collect())
     }
 
     async fn cloud(&self, cluster: &Cluster) -> Result<Option<CloudConfig>> {

@@ -808,6 +808,7 @@ pub(crate) mod tests {
             cas: None,
             addons,
             charts: Some(s),
+            flavors: &[],
         }
     }
 

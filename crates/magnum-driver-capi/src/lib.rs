@@ -59,6 +59,11 @@ pub trait Source: Send + Sync {
     /// (their description names the CAPI cluster or the Magnum cluster); none without Octavia.
     async fn load_balancers(&self, cluster: &Cluster) -> Result<Vec<LoadBalancer>>;
     async fn delete_load_balancer(&self, cluster: &Cluster, id: &str) -> Result<()>;
+    /// The Nova flavors the cloud offers (the autoscaler's capacity of a node it has not
+    /// made yet); none without a cloud.
+    async fn flavors(&self) -> Result<Vec<render::FlavorSize>> {
+        Ok(Vec::new())
+    }
 }
 
 /// A load balancer as the delete sees it.
@@ -238,6 +243,31 @@ impl CapiDriver {
         Ok((cloud, Some(cas), self.addons(template).await))
     }
 
+    /// The flavors, when a nodegroup is auto-scaled (at each render: a Cluster applied without
+    /// its capacity annotations would drop them). Nova being away costs only the annotations.
+    async fn autoscaled_flavors(
+        &self,
+        cluster: &Cluster,
+        template: &ClusterTemplate,
+        ngs: &[NodeGroup],
+    ) -> Vec<render::FlavorSize> {
+        let autoscaled = ngs.iter().any(|ng| {
+            ng.role != NodegroupRole::Master
+                && render::nodegroup_labels(Some(ng), cluster, template)
+                    .bool("auto_scaling_enabled")
+        });
+        if !autoscaled {
+            return Vec::new();
+        }
+        match self.source().map(Arc::clone) {
+            Ok(source) => source.flavors().await.unwrap_or_else(|e| {
+                tracing::warn!(cluster = %cluster.uuid, "no autoscaler capacity annotations: the flavors could not be read: {e}");
+                Vec::new()
+            }),
+            Err(_) => Vec::new(),
+        }
+    }
+
     /// Renders and applies the cluster: the Secrets and addons too when `with_secrets`
     /// (create), else the Cluster alone (its spec is all an operation changes).
     async fn apply_cluster(
@@ -254,6 +284,7 @@ impl CapiDriver {
             .inputs_parts(ctx, cluster, template, with_secrets)
             .await?;
         let charts = addons::Settings::from_config(&self.shared.cfg);
+        let flavors = self.autoscaled_flavors(cluster, template, ngs).await;
         let inputs = Inputs {
             cluster,
             template,
@@ -265,6 +296,7 @@ impl CapiDriver {
             cas: cas.as_ref(),
             addons: &addons,
             charts: charts.as_ref(),
+            flavors: &flavors,
         };
         if with_secrets {
             for obj in render::cluster_class(mgmt.namespace()) {

@@ -91,7 +91,45 @@ pub struct Inputs<'a> {
     pub addons: &'a Addons,
     /// The HelmChartProxy add-ons' settings; `None`: no HelmChartProxies.
     pub charts: Option<&'a super::addons::Settings>,
+    /// The Nova flavors the auto-scaled nodegroups use (empty when unknown).
+    pub flavors: &'a [FlavorSize],
 }
+
+/// A Nova flavor's size: the autoscaler's capacity of a node it has not made yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlavorSize {
+    pub id: String,
+    pub name: String,
+    pub vcpus: i64,
+    pub ram_mib: i64,
+    /// Root disk in GB; 0 when the image decides (then no ephemeral-disk capacity).
+    pub disk_gb: i64,
+}
+
+/// The autoscaler's capacity annotations for a flavor (by id, else by name), so it can scale
+/// a MachineDeployment up from zero without a node to look at.
+fn capacity(flavor: Option<&str>, flavors: &[FlavorSize]) -> Vec<(&'static str, String)> {
+    let Some(f) = flavor.and_then(|f| {
+        flavors
+            .iter()
+            .find(|s| s.id == f)
+            .or_else(|| flavors.iter().find(|s| s.name == f))
+    }) else {
+        return Vec::new();
+    };
+    let mut out = vec![
+        (CAPACITY_CPU, f.vcpus.to_string()),
+        (CAPACITY_MEMORY, format!("{}Mi", f.ram_mib)),
+    ];
+    if f.disk_gb > 0 {
+        out.push((CAPACITY_DISK, format!("{}Gi", f.disk_gb)));
+    }
+    out
+}
+
+const CAPACITY_CPU: &str = "capacity.cluster-autoscaler.kubernetes.io/cpu";
+const CAPACITY_MEMORY: &str = "capacity.cluster-autoscaler.kubernetes.io/memory";
+const CAPACITY_DISK: &str = "capacity.cluster-autoscaler.kubernetes.io/ephemeral-disk";
 
 /// The cluster's label `key`, else its template's.
 pub fn effective(cluster: &Cluster, template: &ClusterTemplate, key: &str) -> Option<String> {
@@ -238,6 +276,9 @@ fn machine_deployment(ng: &Nodegroup, i: &Inputs<'_>) -> Value {
             crate::status::AUTOSCALER_MIN: min.to_string(),
             "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": max.to_string(),
         });
+        for (k, v) in capacity(ng.flavor_id.as_deref(), i.flavors) {
+            md["metadata"]["annotations"][k] = json!(v);
+        }
     } else {
         md["replicas"] = json!(ng.node_count);
     }
@@ -616,6 +657,7 @@ pub(crate) mod tests {
             cas: None,
             addons,
             charts: None,
+            flavors: &[],
         }
     }
 

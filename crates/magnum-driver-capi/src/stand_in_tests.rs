@@ -126,9 +126,19 @@ async fn every_label_reaches_the_objects_the_topology_controller_creates() {
     t.labels = serde_json::from_value(json!({"docker_volume_type": "ssd"})).unwrap();
     let mut gpu = nodegroup("gpu", NodegroupRole::Worker, 1);
     gpu.labels = serde_json::from_value(
-        json!({"boot_volume_size": "100", "different_failure_domain": "n", "availability_zone": "az2"}),
+        json!({"boot_volume_size": "100", "different_failure_domain": "n", "availability_zone": "az2",
+               "auto_scaling_enabled": "true", "max_node_count": "3"}),
     )
     .unwrap();
+    // Found by name; a root disk of 0 gives no ephemeral-disk capacity.
+    gpu.flavor_id = Some("g1.gpu".into());
+    let flavors = [render::FlavorSize {
+        id: "f-gpu".into(),
+        name: "g1.gpu".into(),
+        vcpus: 16,
+        ram_mib: 65536,
+        disk_gb: 0,
+    }];
     gpu.node_labels =
         serde_json::from_value(json!({"accelerator": "a100", "tier": "batch"})).unwrap();
     gpu.node_taints = vec![json!({"key": "gpu", "value": "true", "effect": "NoSchedule"})];
@@ -153,6 +163,7 @@ async fn every_label_reaches_the_objects_the_topology_controller_creates() {
         cas: None,
         addons: &addons,
         charts: None,
+        flavors: &flavors,
     };
     for obj in render::cluster_class(mgmt.namespace())
         .iter()
@@ -190,6 +201,14 @@ async fn every_label_reaches_the_objects_the_topology_controller_creates() {
         &mgmt,
         &dir.join("capi_sim.log"),
         Kind::KubeadmConfigTemplate,
+        &sel,
+        2,
+    )
+    .await;
+    let mds = wait_for(
+        &mgmt,
+        &dir.join("capi_sim.log"),
+        Kind::MachineDeployment,
         &sel,
         2,
     )
@@ -296,6 +315,36 @@ async fn every_label_reaches_the_objects_the_topology_controller_creates() {
     );
     assert_eq!(w["additionalBlockDevices"].as_array().unwrap().len(), 1);
     let g = by_role("md-gpu");
+    assert_eq!(g["flavor"], "g1.gpu");
+    // The auto-scaled nodegroup's MachineDeployment: the autoscaler's bounds and its
+    // scale-from-zero capacity from the flavor; the other has neither.
+    let md = |ng: &str| {
+        mds.iter()
+            .find(|m| m["metadata"]["labels"]["topology.cluster.x-k8s.io/deployment-name"] == ng)
+            .unwrap_or_else(|| panic!("no MachineDeployment for {ng}: {mds:?}"))["metadata"]
+            ["annotations"]
+            .clone()
+    };
+    let ann = md("gpu");
+    assert_eq!(
+        ann["cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"],
+        "3"
+    );
+    assert_eq!(ann["capacity.cluster-autoscaler.kubernetes.io/cpu"], "16");
+    assert_eq!(
+        ann["capacity.cluster-autoscaler.kubernetes.io/memory"],
+        "65536Mi"
+    );
+    assert!(
+        ann.get("capacity.cluster-autoscaler.kubernetes.io/ephemeral-disk")
+            .is_none()
+    );
+    let ann = md("default-worker");
+    assert!(
+        ann.get("capacity.cluster-autoscaler.kubernetes.io/cpu")
+            .is_none(),
+        "{ann}"
+    );
     assert_eq!(g["rootVolume"]["sizeGiB"], 100, "the nodegroup's own label");
     assert_eq!(g["rootVolume"]["availabilityZone"]["name"], "az2");
     assert_eq!(

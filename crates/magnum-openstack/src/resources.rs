@@ -87,6 +87,9 @@ pub struct Flavor {
     pub name: String,
     /// Root disk in GB; 0 means the image's size (boot from volume needed).
     pub disk: i64,
+    pub vcpus: i64,
+    /// Memory in MiB.
+    pub ram: i64,
 }
 
 /// Every flavor the caller can use (`GET /flavors/detail`, all pages).
@@ -104,6 +107,8 @@ pub async fn flavors(s: &Session) -> Result<Vec<Flavor>, OsError> {
                     id: id.to_owned(),
                     name: name.to_owned(),
                     disk: f["disk"].as_i64().unwrap_or(0),
+                    vcpus: f["vcpus"].as_i64().unwrap_or(0),
+                    ram: f["ram"].as_i64().unwrap_or(0),
                 });
             }
         }

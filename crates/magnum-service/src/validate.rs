@@ -570,11 +570,15 @@ mod tests {
                     id: "f1".into(),
                     name: "m1.small".into(),
                     disk: 20,
+                    vcpus: 1,
+                    ram: 2048,
                 },
                 Flavor {
                     id: "f0".into(),
                     name: "zero".into(),
                     disk: 0,
+                    vcpus: 1,
+                    ram: 512,
                 },
             ]))
         }
