@@ -62,6 +62,16 @@ pub const fn mandatory(name: &'static str, kind: Kind) -> Field {
 }
 
 pub const STR255: Kind = Kind::Str { min: 1, max: 255 };
+/// Counts (node and master counts, their bounds, timeouts in minutes).
+pub const NON_NEGATIVE: Kind = Kind::Int {
+    min: Some(0),
+    max: None,
+};
+/// Counts that must be at least one, and row ids.
+pub const POSITIVE: Kind = Kind::Int {
+    min: Some(1),
+    max: None,
+};
 
 pub use crate::patch::{py_repr, py_str};
 

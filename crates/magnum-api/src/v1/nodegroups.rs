@@ -21,18 +21,11 @@ use super::lookup::{self, admin_scope, labels_diff};
 use super::{Link, ListParams, Ts, ctx_target, links, no_content, raw_json};
 use crate::AppState;
 use crate::error::ApiResult;
-use crate::input::{Field, Kind, STR255, field, parse_object, read_only, revalidate};
+use crate::input::{
+    Field, Kind, NON_NEGATIVE, POSITIVE, STR255, field, parse_object, read_only, revalidate,
+};
 use crate::patch::{PatchRules, apply_patch, parse_patch};
 use crate::request::Req;
-
-const NON_NEGATIVE: Kind = Kind::Int {
-    min: Some(0),
-    max: None,
-};
-const POSITIVE: Kind = Kind::Int {
-    min: Some(1),
-    max: None,
-};
 
 const FIELDS: &[Field] = &[
     field("id", POSITIVE),

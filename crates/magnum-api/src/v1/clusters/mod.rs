@@ -34,8 +34,8 @@ use super::{
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::input::{
-    Field, Kind, STR255, check_value, field, invalid, mandatory, parse_object, read_only,
-    revalidate,
+    Field, Kind, NON_NEGATIVE, POSITIVE, STR255, check_value, field, invalid, mandatory,
+    parse_object, read_only, revalidate,
 };
 use crate::patch::{PatchRules, apply_patch, parse_patch};
 use crate::request::Req;
@@ -57,15 +57,6 @@ pub const CLUSTER_STATUSES: &[&str] = magnum_core::status::ClusterStatus::NAMES;
 const HEALTH_STATUSES: &[&str] = magnum_core::status::ClusterHealthStatus::NAMES;
 
 const NAME_PATTERN: &str = "^[a-zA-Z][a-zA-Z0-9_.-]*$";
-
-const NON_NEGATIVE: Kind = Kind::Int {
-    min: Some(0),
-    max: None,
-};
-const POSITIVE: Kind = Kind::Int {
-    min: Some(1),
-    max: None,
-};
 
 const FIELDS: &[Field] = &[
     field("uuid", Kind::Uuid),
