@@ -291,6 +291,20 @@ def builtin_types():
                                    "source", "type"]),
         ResourceType("coordination.k8s.io", "Lease", "leases", "lease", True,
                      [Version("v1", storage=True)], crd=False),
+        # What the driver runs in the management cluster itself (the cluster autoscaler):
+        # stored with their top-level fields checked, their specs not validated.
+        ResourceType("apps", "Deployment", "deployments", "deployment", True,
+                     [Version("v1", storage=True, status=True, scale={
+                         "specReplicasPath": ".spec.replicas",
+                         "statusReplicasPath": ".status.replicas",
+                         "labelSelectorPath": ".status.selector"})],
+                     crd=False, short_names=["deploy"]),
+        ResourceType("", "ServiceAccount", "serviceaccounts", "serviceaccount", True,
+                     [Version("v1", storage=True)], crd=False, short_names=["sa"]),
+        ResourceType("rbac.authorization.k8s.io", "Role", "roles", "role", True,
+                     [Version("v1", storage=True)], crd=False),
+        ResourceType("rbac.authorization.k8s.io", "RoleBinding", "rolebindings", "rolebinding",
+                     True, [Version("v1", storage=True)], crd=False),
     ]
 
 
@@ -303,6 +317,10 @@ BUILTIN_FIELDS = {
               "count", "type", "eventTime", "series", "action", "related", "reportingComponent",
               "reportingInstance"},
     "Lease": {"spec"},
+    "Deployment": {"spec", "status"},
+    "ServiceAccount": {"secrets", "imagePullSecrets", "automountServiceAccountToken"},
+    "Role": {"rules"},
+    "RoleBinding": {"subjects", "roleRef"},
 }
 
 

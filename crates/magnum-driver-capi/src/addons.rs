@@ -268,7 +268,7 @@ fn chosen(i: &Inputs<'_>) -> (Vec<Addon>, Vec<Addon>) {
 }
 
 /// `container_infra_prefix` without its trailing `/`, when set.
-fn prefix(i: &Inputs<'_>) -> Option<String> {
+pub(crate) fn prefix(i: &Inputs<'_>) -> Option<String> {
     cluster_labels(i.cluster, i.template)
         .text("container_infra_prefix")
         .map(|p| p.trim_end_matches('/').to_owned())

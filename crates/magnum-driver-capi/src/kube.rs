@@ -33,10 +33,15 @@ pub enum Kind {
     /// What CAAPH made of a HelmChartProxy for one Cluster: the Helm release's state.
     HelmReleaseProxy,
     Secret,
+    /// The cluster autoscaler's, in the management cluster.
+    ServiceAccount,
+    Role,
+    RoleBinding,
+    Deployment,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 14] = [
+    pub const ALL: [Kind; 18] = [
         Kind::Cluster,
         Kind::ClusterClass,
         Kind::KubeadmControlPlane,
@@ -51,6 +56,10 @@ impl Kind {
         Kind::HelmChartProxy,
         Kind::HelmReleaseProxy,
         Kind::Secret,
+        Kind::ServiceAccount,
+        Kind::Role,
+        Kind::RoleBinding,
+        Kind::Deployment,
     ];
 
     /// (group, version, kind, plural). Core CAPI at v1beta2 (v1beta1 stops being served in
@@ -126,6 +135,15 @@ impl Kind {
                 "helmreleaseproxies",
             ),
             Kind::Secret => ("", "v1", "Secret", "secrets"),
+            Kind::ServiceAccount => ("", "v1", "ServiceAccount", "serviceaccounts"),
+            Kind::Role => ("rbac.authorization.k8s.io", "v1", "Role", "roles"),
+            Kind::RoleBinding => (
+                "rbac.authorization.k8s.io",
+                "v1",
+                "RoleBinding",
+                "rolebindings",
+            ),
+            Kind::Deployment => ("apps", "v1", "Deployment", "deployments"),
         }
     }
 

@@ -8,6 +8,7 @@
 //! of their topology instead, leaving their class and variables as they are.
 
 pub mod addons;
+mod autoscaler;
 mod class;
 mod health;
 pub mod kube;
@@ -319,6 +320,16 @@ impl CapiDriver {
                 }
             }
             mgmt.apply(&render::cluster(&inputs)).await?;
+            // Auto-scaling switched on (a nodegroup added or changed) brings the autoscaler;
+            // a new minor, its image.
+            if autoscaler::wanted(&inputs) {
+                for obj in autoscaler::objects(&inputs) {
+                    apply_object(mgmt, &obj).await?;
+                }
+            }
+        }
+        if !autoscaler::wanted(&inputs) {
+            remove_autoscaler(mgmt, stack_id).await?;
         }
         if charts.is_some() {
             remove_unselected_addons(mgmt, &inputs).await?;
@@ -1100,6 +1111,15 @@ impl CapiDriver {
 
 /// Applies one rendered object; a HelmChartProxy the management cluster has no kind for
 /// says what is missing (CAAPH) instead of a bare 404, before the Cluster is created.
+/// Removes a cluster's autoscaler (the Deployment first); absent objects are no error.
+async fn remove_autoscaler(mgmt: &Management, stack_id: &str) -> Result<()> {
+    let name = autoscaler::name(stack_id);
+    for kind in autoscaler::KINDS.into_iter().rev() {
+        mgmt.delete(kind, &name).await?;
+    }
+    Ok(())
+}
+
 async fn apply_object(mgmt: &Management, obj: &serde_json::Value) -> Result<()> {
     match mgmt.apply(obj).await {
         Err(self::kube::KubeError::Refused { code: 404, .. })
@@ -1196,7 +1216,7 @@ impl CapiDriver {
         Ok(None)
     }
 
-    /// Removes every object of the cluster but the CAPI Cluster (Secrets, addons, any
+    /// Removes every object of the cluster but the CAPI Cluster (Secrets, addons, autoscaler, any
     /// Cluster a failed create left). Returns whether all went.
     async fn remove_objects(&self, cluster: &Cluster, stack_id: Option<&str>) -> bool {
         let Ok(mgmt) = self.mgmt().await else {
@@ -1223,6 +1243,11 @@ impl CapiDriver {
                     ok = false;
                 }
             }
+        }
+        if let Some(s) = stack_id
+            && remove_autoscaler(mgmt, s).await.is_err()
+        {
+            ok = false;
         }
         if let Some(s) = stack_id {
             for name in render::secret_names(s) {

@@ -224,7 +224,7 @@ fn ca_secret(name: &str, i: &Inputs<'_>, pair: &KeyPair) -> Value {
 
 /// A nodegroup the Cluster's topology should have: not the control plane, not being
 /// deleted.
-fn is_worker(ng: &Nodegroup) -> bool {
+pub(crate) fn is_worker(ng: &Nodegroup) -> bool {
     ng.role != NodegroupRole::Master
         && !ng.status.is_some_and(|s| {
             matches!(
@@ -547,6 +547,9 @@ pub fn render(i: &Inputs<'_>) -> Vec<Value> {
         }));
     }
     out.push(cluster(i));
+    if super::autoscaler::wanted(i) {
+        out.extend(super::autoscaler::objects(i));
+    }
     out
 }
 

@@ -345,6 +345,18 @@ async fn every_label_reaches_the_objects_the_topology_controller_creates() {
             .is_none(),
         "{ann}"
     );
+    // The cluster autoscaler, beside the Cluster in the management cluster, on the mirror.
+    let deployments = mgmt.list(Kind::Deployment, &sel).await.unwrap();
+    assert_eq!(deployments.len(), 1, "{deployments:?}");
+    let pod = &deployments[0]["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], format!("{stack}-autoscaler"));
+    assert_eq!(
+        pod["containers"][0]["image"],
+        "mirror.example.com:5000/k8s/cluster-autoscaler:v1.33.0"
+    );
+    for kind in [Kind::ServiceAccount, Kind::Role, Kind::RoleBinding] {
+        assert_eq!(mgmt.list(kind, &sel).await.unwrap().len(), 1, "{kind:?}");
+    }
     assert_eq!(g["rootVolume"]["sizeGiB"], 100, "the nodegroup's own label");
     assert_eq!(g["rootVolume"]["availabilityZone"]["name"], "az2");
     assert_eq!(

@@ -318,6 +318,10 @@ pub(crate) fn leftovers(kube: &Kube, uuid: &str, stack_id: &str) -> Vec<String> 
             "helmchartproxies",
             &by_uuid,
         ),
+        ("apps/v1", "deployments", &by_uuid),
+        ("v1", "serviceaccounts", &by_uuid),
+        ("rbac.authorization.k8s.io/v1", "roles", &by_uuid),
+        ("rbac.authorization.k8s.io/v1", "rolebindings", &by_uuid),
         (CLUSTERS, "machines", &by_name),
         (CLUSTERS, "machinedeployments", &by_name),
         (
@@ -803,6 +807,16 @@ fn cluster_api_labels_reach_the_patched_objects_and_bad_values_are_refused() {
     assert_eq!(
         ann["cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"], "4",
         "{md}"
+    );
+    let autoscaler = kube.list("apps/v1", "deployments", &sel);
+    assert_eq!(
+        autoscaler.len(),
+        1,
+        "one cluster autoscaler: {autoscaler:?}"
+    );
+    assert_eq!(
+        autoscaler[0]["spec"]["template"]["spec"]["containers"][0]["image"],
+        "mirror.example.com/k8s/cluster-autoscaler:v1.33.0"
     );
     let md_name = md["metadata"]["name"].as_str().unwrap();
     kube.merge(

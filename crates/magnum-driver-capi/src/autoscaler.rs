@@ -1,0 +1,220 @@
+//! The cluster autoscaler of a cluster with an auto-scaled nodegroup: one Deployment per
+//! workload cluster in the management cluster, as magnum-cluster-api runs it. It scales the
+//! MachineDeployments there between their min/max annotations (in-cluster credentials, a Role
+//! in the cluster's namespace) and watches the workload's pending pods through the kubeconfig
+//! Secret Cluster API writes for every cluster (`<name>-kubeconfig`, key `value`).
+
+use serde_json::{Value, json};
+
+use super::kube::Kind;
+use super::render::{Inputs, kube_version, meta, nodegroup_labels};
+
+/// cluster-autoscaler releases per Kubernetes minor (the autoscaler follows the minor it was
+/// built for); a minor outside the rows takes the nearest one.
+pub const VERSIONS: &[(u32, &str)] = &[
+    (29, "v1.29.0"),
+    (30, "v1.30.0"),
+    (31, "v1.31.0"),
+    (32, "v1.32.0"),
+    (33, "v1.33.0"),
+];
+
+const REGISTRY: &str = "registry.k8s.io/autoscaling";
+
+/// The kinds the autoscaler brings, in the order they are applied.
+pub const KINDS: [Kind; 4] = [
+    Kind::ServiceAccount,
+    Kind::Role,
+    Kind::RoleBinding,
+    Kind::Deployment,
+];
+
+/// Whether the cluster needs an autoscaler: a worker nodegroup (not being deleted) with
+/// `auto_scaling_enabled`.
+pub fn wanted(i: &Inputs<'_>) -> bool {
+    i.nodegroups.iter().any(|ng| {
+        super::render::is_worker(ng)
+            && nodegroup_labels(Some(ng), i.cluster, i.template).bool("auto_scaling_enabled")
+    })
+}
+
+/// The name of each of the autoscaler's objects.
+pub fn name(stack_id: &str) -> String {
+    format!("{stack_id}-autoscaler")
+}
+
+/// The image for the cluster's minor, under `container_infra_prefix` when set.
+pub fn image(i: &Inputs<'_>) -> String {
+    let minor: u32 = kube_version(i)
+        .trim_start_matches('v')
+        .split('.')
+        .nth(1)
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    let mut tag = VERSIONS.first().map_or("", |v| v.1);
+    for (m, v) in VERSIONS {
+        if *m <= minor {
+            tag = v;
+        }
+    }
+    let registry = super::addons::prefix(i).unwrap_or_else(|| REGISTRY.to_owned());
+    format!("{registry}/cluster-autoscaler:{tag}")
+}
+
+/// The ServiceAccount, Role, RoleBinding and Deployment (in [`KINDS`]'s order).
+pub fn objects(i: &Inputs<'_>) -> Vec<Value> {
+    let name = name(i.stack_id);
+    let m = meta(&name, i);
+    let pod_labels = json!({
+        "app.kubernetes.io/name": "cluster-autoscaler",
+        "app.kubernetes.io/instance": name,
+    });
+    let rw = ["get", "list", "watch", "update", "patch"];
+    vec![
+        json!({"apiVersion": Kind::ServiceAccount.api_version(), "kind": "ServiceAccount",
+               "metadata": m}),
+        json!({
+            "apiVersion": Kind::Role.api_version(),
+            "kind": "Role",
+            "metadata": m,
+            "rules": [
+                {
+                    "apiGroups": ["cluster.x-k8s.io"],
+                    "resources": ["machinedeployments", "machinedeployments/scale",
+                                  "machinesets", "machinepools", "machinepools/scale",
+                                  "machines"],
+                    "verbs": rw,
+                },
+                // The machine templates: a node's capacity when none exists yet.
+                {
+                    "apiGroups": ["infrastructure.cluster.x-k8s.io"],
+                    "resources": ["*"],
+                    "verbs": ["get", "list", "watch"],
+                },
+            ],
+        }),
+        json!({
+            "apiVersion": Kind::RoleBinding.api_version(),
+            "kind": "RoleBinding",
+            "metadata": m,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": i.namespace}],
+        }),
+        json!({
+            "apiVersion": Kind::Deployment.api_version(),
+            "kind": "Deployment",
+            "metadata": m,
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": pod_labels},
+                "template": {
+                    "metadata": {"labels": pod_labels},
+                    "spec": {
+                        "serviceAccountName": name,
+                        "containers": [{
+                            "name": "cluster-autoscaler",
+                            "image": image(i),
+                            "command": ["/cluster-autoscaler"],
+                            "args": [
+                                "--cloud-provider=clusterapi",
+                                // The workload cluster's nodes and pods; the management
+                                // cluster's objects through the pod's own credentials.
+                                "--kubeconfig=/etc/kubernetes/workload/value",
+                                "--clusterapi-cloud-config-authoritative",
+                                format!(
+                                    "--node-group-auto-discovery=clusterapi:namespace={},clusterName={}",
+                                    i.namespace, i.stack_id
+                                ),
+                            ],
+                            "volumeMounts": [{
+                                "name": "workload-kubeconfig",
+                                "mountPath": "/etc/kubernetes/workload",
+                                "readOnly": true,
+                            }],
+                        }],
+                        "volumes": [{
+                            "name": "workload-kubeconfig",
+                            "secret": {"secretName": format!("{}-kubeconfig", i.stack_id)},
+                        }],
+                    },
+                },
+            },
+        }),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::render::tests::{cluster, nodegroup, template};
+    use crate::render::{Addons, Inputs};
+    use magnum_core::model::NodegroupRole;
+
+    fn inputs<'a>(
+        c: &'a magnum_core::model::Cluster,
+        t: &'a magnum_core::model::ClusterTemplate,
+        ngs: &'a [magnum_core::model::Nodegroup],
+        addons: &'a Addons,
+    ) -> Inputs<'a> {
+        Inputs {
+            cluster: c,
+            template: t,
+            nodegroups: ngs,
+            stack_id: "kube-ab12c",
+            namespace: "magnum-system",
+            default_kube_tag: "v1.32.0",
+            cloud: None,
+            cas: None,
+            addons,
+            charts: None,
+            flavors: &[],
+        }
+    }
+
+    #[test]
+    fn an_autoscaled_nodegroup_brings_an_autoscaler_for_the_clusters_minor() {
+        let (mut c, t, addons) = (cluster(), template(), Addons::default());
+        c.labels = serde_json::from_value(json!({"kube_tag": "v1.31.2"})).unwrap();
+        let mut ngs = vec![
+            nodegroup("default-master", NodegroupRole::Master, 1),
+            nodegroup("default-worker", NodegroupRole::Worker, 1),
+        ];
+        assert!(!wanted(&inputs(&c, &t, &ngs, &addons)));
+        ngs[1].labels = serde_json::from_value(json!({"auto_scaling_enabled": "true"})).unwrap();
+        let i = inputs(&c, &t, &ngs, &addons);
+        assert!(wanted(&i));
+        assert_eq!(
+            image(&i),
+            "registry.k8s.io/autoscaling/cluster-autoscaler:v1.31.0"
+        );
+        let objs = objects(&i);
+        let kinds: Vec<&str> = objs.iter().filter_map(|o| o["kind"].as_str()).collect();
+        assert_eq!(
+            kinds,
+            ["ServiceAccount", "Role", "RoleBinding", "Deployment"]
+        );
+        let args = &objs[3]["spec"]["template"]["spec"]["containers"][0]["args"];
+        assert!(
+            args.as_array().unwrap().contains(&json!(
+                "--node-group-auto-discovery=clusterapi:namespace=magnum-system,clusterName=kube-ab12c"
+            )),
+            "{args}"
+        );
+        assert_eq!(
+            objs[3]["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"],
+            "kube-ab12c-kubeconfig"
+        );
+        c.labels = serde_json::from_value(json!({
+            "kube_tag": "v1.40.1",
+            "container_infra_prefix": "mirror.example.com/k8s/",
+        }))
+        .unwrap();
+        let i = inputs(&c, &t, &ngs, &addons);
+        assert_eq!(
+            image(&i),
+            "mirror.example.com/k8s/cluster-autoscaler:v1.33.0",
+            "the mirror, and the newest row for a newer minor"
+        );
+    }
+}
