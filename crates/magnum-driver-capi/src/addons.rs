@@ -282,7 +282,7 @@ fn given(i: &Inputs<'_>, name: &str) -> Option<String> {
 }
 
 /// The Kubernetes minor of the cluster's version (0 when unparsable: the first row).
-fn minor(i: &Inputs<'_>) -> u32 {
+pub(crate) fn minor(i: &Inputs<'_>) -> u32 {
     kube_version(i)
         .trim_start_matches('v')
         .split('.')

@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use super::kube::Kind;
-use super::render::{Inputs, kube_version, meta, nodegroup_labels};
+use super::render::{Inputs, meta, nodegroup_labels};
 
 /// cluster-autoscaler releases per Kubernetes minor (the autoscaler follows the minor it was
 /// built for); a minor outside the rows takes the nearest one.
@@ -45,12 +45,7 @@ pub fn name(stack_id: &str) -> String {
 
 /// The image for the cluster's minor, under `container_infra_prefix` when set.
 pub fn image(i: &Inputs<'_>) -> String {
-    let minor: u32 = kube_version(i)
-        .trim_start_matches('v')
-        .split('.')
-        .nth(1)
-        .and_then(|m| m.parse().ok())
-        .unwrap_or(0);
+    let minor = super::addons::minor(i);
     let mut tag = VERSIONS.first().map_or("", |v| v.1);
     for (m, v) in VERSIONS {
         if *m <= minor {

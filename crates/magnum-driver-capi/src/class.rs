@@ -395,6 +395,12 @@ fn variables() -> Vec<Value> {
         ),
         var("keystoneAuth", false, boolean(true)),
         var("imageRepository", false, string("")),
+        // A registry path only: it is written into a node's boot command.
+        var(
+            "sandboxImage",
+            false,
+            json!({"type": "string", "default": "", "pattern": "^[A-Za-z0-9./:_-]*$"}),
+        ),
         var("etcdVolume", false, volume()),
         var("runtimeVolume", false, volume()),
         var("bootVolume", false, volume()),
@@ -683,6 +689,36 @@ fn patches() -> Vec<Value> {
             ],
         ),
     ];
+    // containerd pulls its sandbox (pause) image itself, past kubeadm's imageRepository:
+    // with a mirror, each node's containerd is pointed at the mirror's before kubeadm runs
+    // (`sandbox_image` in containerd 1.x's config, `sandbox` in 2.x's).
+    let sandbox = concat!(
+        "\n- \"sed -i -E 's#^([[:space:]]*sandbox(_image)?[[:space:]]*=[[:space:]]*).*#",
+        "\\\\1\\\"{{ .sandboxImage }}\\\"#' /etc/containerd/config.toml\"",
+        "\n- systemctl restart containerd"
+    );
+    out.push(patch(
+        "sandboxImage",
+        Some("{{ if .sandboxImage }}true{{ end }}"),
+        vec![
+            definition(
+                &kcpt,
+                vec![from_template(
+                    "add",
+                    &format!("{KCS}/preKubeadmCommands"),
+                    sandbox,
+                )],
+            ),
+            definition(
+                &kct,
+                vec![from_template(
+                    "add",
+                    &format!("{SPEC}/preKubeadmCommands"),
+                    sandbox,
+                )],
+            ),
+        ],
+    ));
     out.extend(api_server_patches(&kcpt));
     out
 }

@@ -353,6 +353,22 @@ fn boot_volume(ng: &Resolved, cl: &Resolved, az: Option<&str>) -> Value {
     })
 }
 
+/// The containerd sandbox (pause) image on the `container_infra_prefix` mirror, at the
+/// version kubeadm pins for the cluster's minor (3.10 from 1.31); empty without a mirror.
+fn sandbox_image(i: &Inputs<'_>) -> String {
+    match super::addons::prefix(i) {
+        Some(p) => {
+            let pause = if super::addons::minor(i) >= 31 {
+                "3.10"
+            } else {
+                "3.9"
+            };
+            format!("{p}/pause:{pause}")
+        }
+        None => String::new(),
+    }
+}
+
 /// The topology variables of a cluster (declared by [`cluster_class`]).
 fn variables(i: &Inputs<'_>) -> Vec<Value> {
     let (c, t) = (i.cluster, i.template);
@@ -416,6 +432,7 @@ fn variables(i: &Inputs<'_>) -> Vec<Value> {
         }}),
         json!({"name": "keystoneAuth", "value": l.bool("keystone_auth_enabled")}),
         json!({"name": "imageRepository", "value": text("container_infra_prefix")}),
+        json!({"name": "sandboxImage", "value": sandbox_image(i)}),
         json!({"name": "etcdVolume", "value": {
             "size": l.int("etcd_volume_size").unwrap_or(0),
             "type": text("etcd_volume_type"),

@@ -263,6 +263,18 @@ async fn every_label_reaches_the_objects_the_topology_controller_creates() {
         k["clusterConfiguration"]["imageRepository"],
         "mirror.example.com:5000/k8s"
     );
+    // containerd's own pause image on the mirror too, on every node, before kubeadm runs.
+    let sandbox = json!([
+        "sed -i -E 's#^([[:space:]]*sandbox(_image)?[[:space:]]*=[[:space:]]*).*#\\1\"mirror.example.com:5000/k8s/pause:3.10\"#' /etc/containerd/config.toml",
+        "systemctl restart containerd"
+    ]);
+    assert_eq!(k["preKubeadmCommands"], sandbox);
+    for kct in &kcts {
+        assert_eq!(
+            kct["spec"]["template"]["spec"]["preKubeadmCommands"], sandbox,
+            "{kct}"
+        );
+    }
     assert_eq!(
         k["mounts"],
         json!([
