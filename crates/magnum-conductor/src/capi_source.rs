@@ -11,7 +11,7 @@ use magnum_openstack::catalog::ServiceType;
 
 use crate::state::Inner;
 use magnum_certs::{CaType, ClusterCertRefs};
-use magnum_driver_capi::render::{Cas, CloudConfig, FlavorSize, KeyPair};
+use magnum_driver_capi::render::{Cas, CloudConfig, FlavorSize, KeyPair, VolumeTypes};
 use magnum_driver_capi::{LoadBalancer, Source};
 use magnum_openstack::resources;
 
@@ -155,6 +155,22 @@ impl Source for ConductorSource {
                 disk_gb: f.disk,
             })
             .collect())
+    }
+
+    async fn volume_types(&self) -> Result<VolumeTypes> {
+        let Some(os) = self.openstack.as_ref() else {
+            return Ok(VolumeTypes::default());
+        };
+        let svc = os.service_session().await.map_err(unavailable)?;
+        if !svc.has_service(ServiceType::BlockStorage) {
+            return Ok(VolumeTypes::default());
+        }
+        Ok(VolumeTypes {
+            names: resources::volume_types(&svc).await.map_err(unavailable)?,
+            default: resources::default_volume_type(&svc)
+                .await
+                .map_err(unavailable)?,
+        })
     }
 
     async fn cloud(&self, cluster: &Cluster) -> Result<Option<CloudConfig>> {

@@ -563,6 +563,43 @@ fn manila_secret(cloud: &super::render::CloudConfig) -> Value {
     })
 }
 
+/// One StorageClass per Cinder volume type but `__DEFAULT__` (magnum-cluster-api's):
+/// `block-<type>` (lower case, other runs of characters as `-`), Cinder's default type the
+/// cluster's default class.
+fn storage_classes(types: &super::render::VolumeTypes) -> Vec<Value> {
+    types
+        .names
+        .iter()
+        .filter(|t| t.as_str() != "__DEFAULT__")
+        .map(|t| {
+            let mut name = String::from("block");
+            for part in t
+                .to_lowercase()
+                .split(|c: char| !c.is_ascii_alphanumeric())
+                .filter(|p| !p.is_empty())
+            {
+                name.push('-');
+                name.push_str(part);
+            }
+            let mut meta = json!({"name": name});
+            if types.default.as_deref() == Some(t.as_str()) {
+                meta["annotations"] =
+                    json!({"storageclass.kubernetes.io/is-default-class": "true"});
+            }
+            json!({
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": meta,
+                "provisioner": "cinder.csi.openstack.org",
+                "parameters": {"type": t},
+                "allowVolumeExpansion": true,
+                "reclaimPolicy": "Delete",
+                "volumeBindingMode": "Immediate",
+            })
+        })
+        .collect()
+}
+
 /// The ClusterResourceSet (strategy Reconcile, so a rotated credential reaches the cluster)
 /// and its Secret that put [`WORKLOAD_SECRET`] into the workload cluster's `kube-system`.
 /// Only when the credentials are at hand (a create).
@@ -581,8 +618,18 @@ pub fn workload_cloud_config(i: &Inputs<'_>) -> Vec<Value> {
         },
     });
     let mut data = json!({"cloud-config.yaml": b64(&inner.to_string())});
-    if selected(i).0.contains(&Addon::ManilaCsi) {
+    let chosen = selected(i).0;
+    if chosen.contains(&Addon::ManilaCsi) {
         data["csi-manila-secrets.yaml"] = json!(b64(&manila_secret(cloud).to_string()));
+    }
+    if chosen.contains(&Addon::CinderCsi) {
+        for sc in storage_classes(i.volume_types) {
+            let key = format!(
+                "storageclass-{}.yaml",
+                sc["metadata"]["name"].as_str().unwrap_or_default()
+            );
+            data[key] = json!(b64(&sc.to_string()));
+        }
     }
     let name = format!("{}-workload-cloud-config", i.stack_id);
     vec![
@@ -809,6 +856,7 @@ pub(crate) mod tests {
             addons,
             charts: Some(s),
             flavors: &[],
+            volume_types: &crate::render::NO_VOLUME_TYPES,
         }
     }
 
@@ -1150,6 +1198,50 @@ pub(crate) mod tests {
         assert!(
             holder["data"].get("csi-manila-secrets.yaml").is_none(),
             "Manila's credentials only with Manila"
+        );
+        // One StorageClass per Cinder volume type but __DEFAULT__; Cinder's default is the
+        // cluster's default.
+        let types = crate::render::VolumeTypes {
+            names: vec!["__DEFAULT__".into(), "SSD  Fast".into(), "standard".into()],
+            default: Some("standard".into()),
+        };
+        let mut with_types = inputs(&c, &t, &[], &addons, &cloud, &s);
+        with_types.volume_types = &types;
+        let holder = workload_cloud_config(&with_types).remove(0);
+        let classes: Vec<Value> = holder["data"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| k.starts_with("storageclass-"))
+            .map(|(_, v)| serde_json::from_str(&decode(v)).unwrap())
+            .collect();
+        assert_eq!(classes.len(), 2, "{classes:?}");
+        let fast = classes
+            .iter()
+            .find(|c| c["metadata"]["name"] == "block-ssd-fast")
+            .unwrap();
+        assert_eq!(fast["parameters"], json!({"type": "SSD  Fast"}));
+        assert_eq!(fast["provisioner"], "cinder.csi.openstack.org");
+        assert!(fast["metadata"].get("annotations").is_none());
+        let standard = classes
+            .iter()
+            .find(|c| c["metadata"]["name"] == "block-standard")
+            .unwrap();
+        assert_eq!(
+            standard["metadata"]["annotations"]["storageclass.kubernetes.io/is-default-class"],
+            "true"
+        );
+        assert_eq!(
+            (&standard["reclaimPolicy"], &standard["volumeBindingMode"]),
+            (&json!("Delete"), &json!("Immediate"))
+        );
+        assert!(
+            workload_cloud_config(&inputs(&c, &t, &[], &addons, &cloud, &s))[0]["data"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .all(|k| !k.starts_with("storageclass-")),
+            "no types, no classes"
         );
         c.labels.insert("manila_csi_enabled".into(), json!("true"));
         let with_manila = workload_cloud_config(&inputs(&c, &t, &[], &addons, &cloud, &s));

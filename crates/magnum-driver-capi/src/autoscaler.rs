@@ -164,6 +164,7 @@ mod tests {
             addons,
             charts: None,
             flavors: &[],
+            volume_types: &crate::render::NO_VOLUME_TYPES,
         }
     }
 

@@ -65,6 +65,10 @@ pub trait Source: Send + Sync {
     async fn flavors(&self) -> Result<Vec<render::FlavorSize>> {
         Ok(Vec::new())
     }
+    /// Cinder's volume types and its default; none without a cloud or Cinder.
+    async fn volume_types(&self) -> Result<render::VolumeTypes> {
+        Ok(render::VolumeTypes::default())
+    }
 }
 
 /// A load balancer as the delete sees it.
@@ -286,6 +290,14 @@ impl CapiDriver {
             .await?;
         let charts = addons::Settings::from_config(&self.shared.cfg);
         let flavors = self.autoscaled_flavors(cluster, template, ngs).await;
+        // The StorageClasses go into the workload with its cloud-config, at the create.
+        let volume_types = match (with_secrets, self.source()) {
+            (true, Ok(source)) => source.volume_types().await.unwrap_or_else(|e| {
+                tracing::warn!(cluster = %cluster.uuid, "no StorageClasses: Cinder's volume types could not be read: {e}");
+                render::VolumeTypes::default()
+            }),
+            _ => render::VolumeTypes::default(),
+        };
         let inputs = Inputs {
             cluster,
             template,
@@ -298,6 +310,7 @@ impl CapiDriver {
             addons: &addons,
             charts: charts.as_ref(),
             flavors: &flavors,
+            volume_types: &volume_types,
         };
         if with_secrets {
             for obj in render::cluster_class(mgmt.namespace()) {

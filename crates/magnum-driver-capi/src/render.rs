@@ -93,6 +93,22 @@ pub struct Inputs<'a> {
     pub charts: Option<&'a super::addons::Settings>,
     /// The Nova flavors the auto-scaled nodegroups use (empty when unknown).
     pub flavors: &'a [FlavorSize],
+    /// Cinder's volume types, for the workload's StorageClasses (empty when unknown).
+    pub volume_types: &'a VolumeTypes,
+}
+
+/// No volume types known (no StorageClasses).
+pub static NO_VOLUME_TYPES: VolumeTypes = VolumeTypes {
+    names: Vec::new(),
+    default: None,
+};
+
+/// Cinder's volume types as the cluster's project sees them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VolumeTypes {
+    pub names: Vec<String>,
+    /// Cinder's default type, which becomes the cluster's default StorageClass.
+    pub default: Option<String>,
 }
 
 /// A Nova flavor's size: the autoscaler's capacity of a node it has not made yet.
@@ -678,6 +694,7 @@ pub(crate) mod tests {
             addons,
             charts: None,
             flavors: &[],
+            volume_types: &crate::render::NO_VOLUME_TYPES,
         }
     }
 

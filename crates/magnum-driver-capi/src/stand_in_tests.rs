@@ -164,6 +164,10 @@ async fn every_label_reaches_the_objects_the_topology_controller_creates() {
         addons: &addons,
         charts: None,
         flavors: &flavors,
+        volume_types: &render::VolumeTypes {
+            names: vec!["__DEFAULT__".into(), "SSD Fast".into(), "standard".into()],
+            default: Some("standard".into()),
+        },
     };
     for obj in render::cluster_class(mgmt.namespace())
         .iter()

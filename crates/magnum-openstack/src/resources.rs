@@ -194,6 +194,15 @@ pub async fn volume_types(s: &Session) -> Result<Vec<String>, OsError> {
         .collect())
 }
 
+/// Cinder's default volume type for the caller's project; None when Cinder names none.
+pub async fn default_volume_type(s: &Session) -> Result<Option<String>, OsError> {
+    let v = s
+        .get_json(ServiceType::BlockStorage, "/types/default")
+        .await?
+        .unwrap_or(Value::Null);
+    Ok(v["volume_type"]["name"].as_str().map(str::to_owned))
+}
+
 /// Whether the cloud has a load balancer service (upstream's `is_octavia_enabled`).
 pub fn octavia_enabled(s: &Session) -> bool {
     s.has_service(ServiceType::LoadBalancer)

@@ -1282,6 +1282,25 @@ fn in_the_cloud_a_delete_takes_the_cloud_controllers_load_balancers_first() {
             .is_some_and(|u| u.starts_with("http://127.0.0.1")),
         "{cloud}"
     );
+    // The real Cinder's volume types become the workload's StorageClasses (its default type
+    // here is __DEFAULT__, which gets none, so no class is the default).
+    let holder = kube.get(&format!(
+        "/api/v1/namespaces/magnum-system/secrets/{stack_id}-workload-cloud-config"
+    ));
+    let standard = holder["data"]["storageclass-block-standard.yaml"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no StorageClass for Cinder's type standard: {holder}"));
+    let standard: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::STANDARD
+            .decode(standard)
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(standard["parameters"], json!({"type": "standard"}));
+    assert!(
+        standard["metadata"].get("annotations").is_none(),
+        "{standard}"
+    );
 
     // A Service of type LoadBalancer, as the cloud controller makes it, in the cluster's
     // project (the noop provider: no amphora here).
