@@ -69,7 +69,7 @@ pub fn drivers_from_config(cfg: &Config) -> DriverRegistry {
     let simulated: Arc<dyn Driver> = Arc::new(SimulatedDriver::new(&cfg.simulated_driver));
     let mut drivers = vec![simulated];
     if cfg.cluster_api.enabled {
-        for d in CapiDriver::all(&cfg.cluster_api) {
+        for d in CapiDriver::all(&cfg.cluster_api, &cfg.auto_scaling) {
             drivers.push(d);
         }
     }
@@ -108,7 +108,7 @@ impl Conductor {
         let capi = cfg
             .cluster_api
             .enabled
-            .then(|| CapiDriver::all(&cfg.cluster_api));
+            .then(|| CapiDriver::all(&cfg.cluster_api, &cfg.auto_scaling));
         for d in capi.iter().flatten() {
             drivers.push(d.clone());
         }

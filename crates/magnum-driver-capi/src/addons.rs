@@ -857,6 +857,7 @@ pub(crate) mod tests {
             charts: Some(s),
             flavors: &[],
             volume_types: &crate::render::NO_VOLUME_TYPES,
+            autoscaler_repository: "registry.k8s.io/autoscaling",
         }
     }
 

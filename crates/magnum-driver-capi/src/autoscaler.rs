@@ -19,8 +19,6 @@ pub const VERSIONS: &[(u32, &str)] = &[
     (33, "v1.33.0"),
 ];
 
-const REGISTRY: &str = "registry.k8s.io/autoscaling";
-
 /// The kinds the autoscaler brings, in the order they are applied.
 pub const KINDS: [Kind; 4] = [
     Kind::ServiceAccount,
@@ -43,7 +41,8 @@ pub fn name(stack_id: &str) -> String {
     format!("{stack_id}-autoscaler")
 }
 
-/// The image for the cluster's minor, under `container_infra_prefix` when set.
+/// The image for the cluster's minor: from `container_infra_prefix` when set, else from
+/// `[auto_scaling] image_repository`.
 pub fn image(i: &Inputs<'_>) -> String {
     let minor = super::addons::minor(i);
     let mut tag = VERSIONS.first().map_or("", |v| v.1);
@@ -52,7 +51,8 @@ pub fn image(i: &Inputs<'_>) -> String {
             tag = v;
         }
     }
-    let registry = super::addons::prefix(i).unwrap_or_else(|| REGISTRY.to_owned());
+    let registry = super::addons::prefix(i)
+        .unwrap_or_else(|| i.autoscaler_repository.trim_end_matches('/').to_owned());
     format!("{registry}/cluster-autoscaler:{tag}")
 }
 
@@ -165,6 +165,7 @@ mod tests {
             charts: None,
             flavors: &[],
             volume_types: &crate::render::NO_VOLUME_TYPES,
+            autoscaler_repository: "registry.k8s.io/autoscaling",
         }
     }
 
@@ -183,6 +184,13 @@ mod tests {
         assert_eq!(
             image(&i),
             "registry.k8s.io/autoscaling/cluster-autoscaler:v1.31.0"
+        );
+        let mut own = inputs(&c, &t, &ngs, &addons);
+        own.autoscaler_repository = "registry.internal:5000/autoscaling/";
+        assert_eq!(
+            image(&own),
+            "registry.internal:5000/autoscaling/cluster-autoscaler:v1.31.0",
+            "[auto_scaling] image_repository"
         );
         let objs = objects(&i);
         let kinds: Vec<&str> = objs.iter().filter_map(|o| o["kind"].as_str()).collect();

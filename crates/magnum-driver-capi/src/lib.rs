@@ -22,7 +22,7 @@ mod watch;
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
-use magnum_conf::config::ClusterApiSection;
+use magnum_conf::config::{AutoScalingSection, ClusterApiSection};
 use magnum_core::model::{Cluster, ClusterTemplate, Labels, Nodegroup as NodeGroup, NodegroupRole};
 use magnum_core::status::ClusterStatus as S;
 use magnum_core::{Error, RequestContext, Result};
@@ -88,6 +88,8 @@ pub struct CapiDriver {
 
 struct Shared {
     cfg: ClusterApiSection,
+    /// `[auto_scaling] image_repository`: where the cluster autoscaler's image comes from.
+    autoscaler_repository: String,
     mgmt: OnceCell<Management>,
     watch: OnceCell<watch::Cache>,
     source: OnceLock<Arc<dyn Source>>,
@@ -96,9 +98,10 @@ struct Shared {
 
 impl CapiDriver {
     /// The driver under its own name and magnum-cluster-api's, one connection for all.
-    pub fn all(cfg: &ClusterApiSection) -> Vec<Arc<CapiDriver>> {
+    pub fn all(cfg: &ClusterApiSection, auto_scaling: &AutoScalingSection) -> Vec<Arc<CapiDriver>> {
         let shared = Arc::new(Shared {
             cfg: cfg.clone(),
+            autoscaler_repository: auto_scaling.image_repository.clone(),
             mgmt: OnceCell::new(),
             watch: OnceCell::new(),
             source: OnceLock::new(),
@@ -311,6 +314,7 @@ impl CapiDriver {
             charts: charts.as_ref(),
             flavors: &flavors,
             volume_types: &volume_types,
+            autoscaler_repository: &self.shared.autoscaler_repository,
         };
         if with_secrets {
             for obj in render::cluster_class(mgmt.namespace()) {

@@ -95,6 +95,8 @@ pub struct Inputs<'a> {
     pub flavors: &'a [FlavorSize],
     /// Cinder's volume types, for the workload's StorageClasses (empty when unknown).
     pub volume_types: &'a VolumeTypes,
+    /// `[auto_scaling] image_repository` (a `container_infra_prefix` wins).
+    pub autoscaler_repository: &'a str,
 }
 
 /// No volume types known (no StorageClasses).
@@ -695,6 +697,7 @@ pub(crate) mod tests {
             charts: None,
             flavors: &[],
             volume_types: &crate::render::NO_VOLUME_TYPES,
+            autoscaler_repository: "registry.k8s.io/autoscaling",
         }
     }
 

@@ -168,6 +168,7 @@ async fn every_label_reaches_the_objects_the_topology_controller_creates() {
             names: vec!["__DEFAULT__".into(), "SSD Fast".into(), "standard".into()],
             default: Some("standard".into()),
         },
+        autoscaler_repository: "registry.k8s.io/autoscaling",
     };
     for obj in render::cluster_class(mgmt.namespace())
         .iter()

@@ -122,7 +122,7 @@ fn capi_soak_status_and_health_cycles_keep_descriptors_and_tasks_flat() {
             .await
             .unwrap();
         }
-        let driver = CapiDriver::all(&cfg).remove(0);
+        let driver = CapiDriver::all(&cfg, &Default::default()).remove(0);
         driver.set_source(Arc::new(NoSource));
         driver.start().await.unwrap();
         let clusters: Vec<Cluster> = (0..N).map(cluster).collect();
