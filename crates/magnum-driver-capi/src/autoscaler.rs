@@ -142,32 +142,9 @@ pub fn objects(i: &Inputs<'_>) -> Vec<Value> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::render::tests::{cluster, nodegroup, template};
-    use crate::render::{Addons, Inputs};
+    use crate::render::Addons;
+    use crate::render::tests::{cluster, inputs, nodegroup, template};
     use magnum_core::model::NodegroupRole;
-
-    fn inputs<'a>(
-        c: &'a magnum_core::model::Cluster,
-        t: &'a magnum_core::model::ClusterTemplate,
-        ngs: &'a [magnum_core::model::Nodegroup],
-        addons: &'a Addons,
-    ) -> Inputs<'a> {
-        Inputs {
-            cluster: c,
-            template: t,
-            nodegroups: ngs,
-            stack_id: "kube-ab12c",
-            namespace: "magnum-system",
-            default_kube_tag: "v1.32.0",
-            cloud: None,
-            cas: None,
-            addons,
-            charts: None,
-            flavors: &[],
-            volume_types: &crate::render::NO_VOLUME_TYPES,
-            autoscaler_repository: "registry.k8s.io/autoscaling",
-        }
-    }
 
     #[test]
     fn an_autoscaled_nodegroup_brings_an_autoscaler_for_the_clusters_minor() {

@@ -678,7 +678,7 @@ pub(crate) mod tests {
         }
     }
 
-    fn inputs<'a>(
+    pub(crate) fn inputs<'a>(
         c: &'a Cluster,
         t: &'a ClusterTemplate,
         ngs: &'a [Nodegroup],
