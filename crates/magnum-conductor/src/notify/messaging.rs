@@ -17,8 +17,8 @@
 //! AMQP transaction, so it takes effect whole: exactly once. With quorum queues it is sent
 //! with publisher confirms, the ledger record last (the harness saw RabbitMQ 3.10 commit
 //! transactions whose messages never reached a quorum queue while one of its nodes was
-//! down): none is lost, and a batch that fails half-way is sent again whole, so an event may
-//! arrive twice. Without a `state_path` folder the queue lives in memory only (still ordered
+//! down): none is lost, and a batch that fails half-way, or whose sender is killed between
+//! the events' confirms and the record's, is sent again whole, so an event may arrive twice. Without a `state_path` folder the queue lives in memory only (still ordered
 //! and retried, not kept across a restart), and a warning says so.
 
 use std::collections::VecDeque;
