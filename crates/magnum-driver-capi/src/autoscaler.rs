@@ -4,6 +4,7 @@
 //! in the cluster's namespace) and watches the workload's pending pods through the kubeconfig
 //! Secret Cluster API writes for every cluster (`<name>-kubeconfig`, key `value`).
 
+use magnum_core::model::{Cluster, ClusterTemplate, Nodegroup};
 use serde_json::{Value, json};
 
 use super::kube::Kind;
@@ -19,7 +20,8 @@ pub const VERSIONS: &[(u32, &str)] = &[
     (33, "v1.33.0"),
 ];
 
-/// The kinds the autoscaler brings, in the order they are applied.
+/// The kinds the autoscaler brings, in the order they are applied and removed (the
+/// Deployment last both ways: while it exists, the autoscaler is not wholly removed).
 pub const KINDS: [Kind; 4] = [
     Kind::ServiceAccount,
     Kind::Role,
@@ -30,9 +32,14 @@ pub const KINDS: [Kind; 4] = [
 /// Whether the cluster needs an autoscaler: a worker nodegroup (not being deleted) with
 /// `auto_scaling_enabled`.
 pub fn wanted(i: &Inputs<'_>) -> bool {
-    i.nodegroups.iter().any(|ng| {
+    any_autoscaled(i.cluster, i.template, i.nodegroups)
+}
+
+/// [`wanted`] before the inputs are gathered (the flavors are read only when it holds).
+pub fn any_autoscaled(cluster: &Cluster, template: &ClusterTemplate, ngs: &[Nodegroup]) -> bool {
+    ngs.iter().any(|ng| {
         super::render::is_worker(ng)
-            && nodegroup_labels(Some(ng), i.cluster, i.template).bool("auto_scaling_enabled")
+            && nodegroup_labels(Some(ng), cluster, template).bool("auto_scaling_enabled")
     })
 }
 

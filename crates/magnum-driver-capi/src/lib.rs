@@ -259,12 +259,7 @@ impl CapiDriver {
         template: &ClusterTemplate,
         ngs: &[NodeGroup],
     ) -> Vec<render::FlavorSize> {
-        let autoscaled = ngs.iter().any(|ng| {
-            ng.role != NodegroupRole::Master
-                && render::nodegroup_labels(Some(ng), cluster, template)
-                    .bool("auto_scaling_enabled")
-        });
-        if !autoscaled {
+        if !autoscaler::any_autoscaled(cluster, template, ngs) {
             return Vec::new();
         }
         match self.source().map(Arc::clone) {
@@ -345,7 +340,15 @@ impl CapiDriver {
                 }
             }
         }
-        if !autoscaler::wanted(&inputs) {
+        // Auto-scaling switched off: an autoscaler left from before goes (a new cluster has
+        // none to look for).
+        if !with_secrets
+            && !autoscaler::wanted(&inputs)
+            && mgmt
+                .get(Kind::Deployment, &autoscaler::name(stack_id))
+                .await?
+                .is_some()
+        {
             remove_autoscaler(mgmt, stack_id).await?;
         }
         if charts.is_some() {
@@ -1126,17 +1129,17 @@ impl CapiDriver {
     }
 }
 
-/// Applies one rendered object; a HelmChartProxy the management cluster has no kind for
-/// says what is missing (CAAPH) instead of a bare 404, before the Cluster is created.
-/// Removes a cluster's autoscaler (the Deployment first); absent objects are no error.
+/// Removes a cluster's autoscaler, the Deployment last; absent objects are no error.
 async fn remove_autoscaler(mgmt: &Management, stack_id: &str) -> Result<()> {
     let name = autoscaler::name(stack_id);
-    for kind in autoscaler::KINDS.into_iter().rev() {
+    for kind in autoscaler::KINDS {
         mgmt.delete(kind, &name).await?;
     }
     Ok(())
 }
 
+/// Applies one rendered object; a HelmChartProxy the management cluster has no kind for
+/// says what is missing (CAAPH) instead of a bare 404, before the Cluster is created.
 async fn apply_object(mgmt: &Management, obj: &serde_json::Value) -> Result<()> {
     match mgmt.apply(obj).await {
         Err(self::kube::KubeError::Refused { code: 404, .. })
