@@ -154,10 +154,11 @@ impl CapiDriver {
     async fn cache(&self) -> Result<&watch::Cache> {
         let mgmt = self.mgmt().await?.clone();
         let waker = self.shared.waker.get().cloned();
+        let addons = self.shared.cfg.addons_helm_enabled;
         Ok(self
             .shared
             .watch
-            .get_or_init(|| async move { watch::Cache::start(&mgmt, waker) })
+            .get_or_init(|| async move { watch::Cache::start(&mgmt, waker, addons) })
             .await)
     }
 
@@ -1107,6 +1108,14 @@ impl CapiDriver {
         cluster: &Cluster,
         stack_id: &str,
     ) -> Option<(Vec<Value>, Vec<Value>)> {
+        if let Some(found) = self
+            .cache()
+            .await
+            .ok()
+            .and_then(|c| c.addons(cluster.uuid.as_str(), stack_id))
+        {
+            return (!found.0.is_empty()).then_some(found);
+        }
         let mgmt = self.mgmt().await.ok()?;
         let proxies = mgmt
             .list(
