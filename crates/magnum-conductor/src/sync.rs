@@ -14,7 +14,7 @@ use magnum_db::repo::cluster::Cluster;
 use magnum_db::repo::nodegroup::NodeGroup;
 use tokio::sync::{Semaphore, mpsc};
 
-use crate::handlers::{action_of, fail, finish_delete, resume_create, save_cluster, save_ng};
+use crate::handlers::{action_of, fail, finish_delete, resume_create, save_ng};
 use crate::notify::Action;
 use crate::partition::{Members, ownership_window};
 use crate::state::{BINARY, Inner};
@@ -66,8 +66,17 @@ pub(crate) async fn run(
                 let (c, permits) = (c.clone(), permits.clone());
                 tokio::spawn(async move {
                     let Ok(_permit) = permits.acquire_owned().await else { return };
-                    if let Err(e) = sync_one(&c, &uuid).await {
-                        tracing::debug!(cluster = %uuid, error = %e, "status sync skipped");
+                    // A report dropped as stale (another sync wrote first) is made again from
+                    // the row as it is now, not left to the next sweep.
+                    for _ in 0..3 {
+                        match sync_one(&c, &uuid).await {
+                            Err(Error::StaleWrite { .. }) => continue,
+                            Err(e) => {
+                                tracing::debug!(cluster = %uuid, error = %e, "status sync skipped");
+                            }
+                            Ok(()) => {}
+                        }
+                        break;
                     }
                 });
             }
@@ -398,34 +407,40 @@ async fn apply(
         }
     }
     let before = cluster.status;
-    let saved = save_cluster(inner, &cluster, |m| {
-        if let Some(s) = report.status {
-            m.status = Some(s);
-        }
-        if let Some(reason) = &report.status_reason {
-            m.status_reason = reason.clone();
-        }
-        if report.health_status.is_some() {
-            m.health_status = report.health_status;
-        }
-        for (field, value) in [
-            (&mut m.api_address, &report.api_address),
-            (&mut m.coe_version, &report.coe_version),
-            (&mut m.container_version, &report.container_version),
-            (
-                &mut m.health_status_reason,
-                &report
-                    .health_status_reason
-                    .as_ref()
-                    .map(magnum_db::json::dumps),
-            ),
-        ] {
-            if value.is_some() {
-                *field = value.clone();
+    // Guarded on the status and reason the report was made against: another sync of this
+    // cluster that wrote since (it read the row before this one took the lock) wins, and
+    // this report is dropped rather than leaving, say, a COMPLETE status with the reason of
+    // an older in-progress view.
+    let saved = inner
+        .lifecycle()
+        .observe_cluster(&cluster, |m| {
+            if let Some(s) = report.status {
+                m.status = Some(s);
             }
-        }
-    })
-    .await?;
+            if let Some(reason) = &report.status_reason {
+                m.status_reason = reason.clone();
+            }
+            if report.health_status.is_some() {
+                m.health_status = report.health_status;
+            }
+            for (field, value) in [
+                (&mut m.api_address, &report.api_address),
+                (&mut m.coe_version, &report.coe_version),
+                (&mut m.container_version, &report.container_version),
+                (
+                    &mut m.health_status_reason,
+                    &report
+                        .health_status_reason
+                        .as_ref()
+                        .map(magnum_db::json::dumps),
+                ),
+            ] {
+                if value.is_some() {
+                    *field = value.clone();
+                }
+            }
+        })
+        .await?;
     if saved.status != before
         && let Some((action, outcome)) = saved.status.and_then(action_of)
     {

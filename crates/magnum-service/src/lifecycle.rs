@@ -83,6 +83,22 @@ impl Lifecycle {
         self.db.clusters().save(original, changed).await
     }
 
+    /// As [`Self::change_cluster`], for what a status sync observed: refused as stale when
+    /// the cluster's status or reason moved on since it was read, even where `change`
+    /// leaves them (the next sync observes again).
+    pub async fn observe_cluster(
+        &self,
+        cluster: &Cluster,
+        change: impl FnOnce(&mut Cluster),
+    ) -> Result<Cluster> {
+        let mut changed = cluster.clone();
+        change(&mut changed);
+        if changed == *cluster {
+            return Ok(changed);
+        }
+        self.db.clusters().save_observed(cluster, &changed).await
+    }
+
     /// As [`Self::change_cluster`], for a nodegroup.
     pub async fn change_nodegroup(
         &self,

@@ -587,6 +587,25 @@ impl ClusterRepo<'_> {
         save::<cluster::Entity, _>(self.db, original, modified, "Cluster", not_found(&label)).await
     }
 
+    /// As [`Self::save`] for what a status sync observed: refused (a stale write) when the
+    /// status or its reason changed since `original` was read, even where the observation
+    /// leaves them, so a report made against an older status never lands on a newer one.
+    pub async fn save_observed(&self, original: &Cluster, modified: &Cluster) -> Result<Cluster> {
+        let label = original
+            .uuid
+            .clone()
+            .unwrap_or_else(|| original.id.to_string());
+        super::save_guarding::<cluster::Entity, _>(
+            self.db,
+            original,
+            modified,
+            &["status", "status_reason"],
+            "Cluster",
+            not_found(&label),
+        )
+        .await
+    }
+
     pub async fn destroy(&self, ident: &Identity) -> Result<()> {
         let cond = super::identity_condition(ident, cluster::Column::Id, cluster::Column::Uuid);
         delete_where::<cluster::Entity>(self.db, cond, not_found(&ident.to_string())).await

@@ -394,6 +394,11 @@ where
                     fields: stale.join(", "),
                 }));
             }
+            // A change whose new value is the one expected only guards (see `save_guarding`).
+            let changes: Vec<_> = changes
+                .into_iter()
+                .filter(|c| c.expected.as_ref() != Some(&c.new))
+                .collect();
             if changes.is_empty() {
                 return Ok(current);
             }
@@ -433,9 +438,41 @@ where
     E::Model: ModelTrait<Entity = E> + Send + Sync,
     R: Clone + Into<E::Model> + From<E::Model>,
 {
+    save_guarding::<E, R>(db, original, modified, &[], resource, missing).await
+}
+
+/// As [`save`], and the columns `guard` must still hold what `original` read even where
+/// this write leaves them: a write derived from them (an observation made against a status)
+/// is refused once another writer moved them on.
+pub(crate) async fn save_guarding<E, R>(
+    db: &Database,
+    original: &R,
+    modified: &R,
+    guard: &[&str],
+    resource: &'static str,
+    missing: Missing,
+) -> Result<R>
+where
+    E: EntityTrait,
+    E::Model: ModelTrait<Entity = E> + Send + Sync,
+    R: Clone + Into<E::Model> + From<E::Model>,
+{
     let (original, modified): (E::Model, E::Model) =
         (original.clone().into(), modified.clone().into());
-    let changes = diff::<E>(&original, &modified, resource)?;
+    let mut changes = diff::<E>(&original, &modified, resource)?;
+    if !changes.is_empty() {
+        for name in guard {
+            let column = column::<E>(name)?;
+            if changes.iter().all(|c| c.column.as_str() != *name) {
+                let held = original.get(column);
+                changes.push(Change {
+                    column,
+                    new: held.clone(),
+                    expected: Some(held),
+                });
+            }
+        }
+    }
     let id = match original.get(column::<E>("id")?) {
         Value::Int(Some(id)) => id,
         _ => return Err(missing.err()),

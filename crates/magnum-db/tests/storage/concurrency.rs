@@ -248,3 +248,53 @@ async fn concurrent_quota_checked_creates_never_overshoot_the_limit() {
         assert_eq!((stats.clusters, stats.nodes), (13, 39), "{}", t.engine);
     });
 }
+
+/// Two status syncs that read the row before either wrote: the one whose view is older
+/// wrote its reason first, the newer one only moves the status on. Without the observation
+/// guard the row ends COMPLETE with the older view's in-progress reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_observation_made_against_an_older_status_or_reason_is_refused() {
+    on_every_engine!(at_head, |t| {
+        let seeded = seed(&t.db).await;
+        let uuid = seeded.uuid.clone().unwrap();
+        let ctx = RequestContext::admin_all_tenants();
+        let mut updating = seeded.clone();
+        updating.status = Some(ClusterStatus::UpdateInProgress);
+        let read = t.db.clusters().save(&seeded, &updating).await.unwrap();
+        // The older view: a Machine still building.
+        let mut older = read.clone();
+        older.status_reason =
+            Some("Machine m1 InfrastructureReady: Instance state is BUILD".into());
+        t.db.clusters().save_observed(&read, &older).await.unwrap();
+        // The newer view, made from the same read: complete, its reason (none) unchanged.
+        let mut newer = read.clone();
+        newer.status = Some(ClusterStatus::UpdateComplete);
+        match t.db.clusters().save_observed(&read, &newer).await {
+            Err(Error::StaleWrite { fields, .. }) => assert_eq!(fields, "status_reason"),
+            other => panic!("{}: a stale observation was written: {other:?}", t.engine),
+        }
+        let now = t.db.clusters().get_by_uuid(&ctx, &uuid).await.unwrap();
+        assert_eq!(
+            now.status,
+            Some(ClusterStatus::UpdateInProgress),
+            "{}",
+            t.engine
+        );
+        // Made again from the row as it is, it lands, with its own reason.
+        let mut again = now.clone();
+        again.status = Some(ClusterStatus::UpdateComplete);
+        again.status_reason = None;
+        let saved = t.db.clusters().save_observed(&now, &again).await.unwrap();
+        assert_eq!(
+            (saved.status, saved.status_reason.clone()),
+            (Some(ClusterStatus::UpdateComplete), None)
+        );
+        // A plain save of another column is not held back by the observation's columns.
+        let mut reason = saved.clone();
+        reason.status_reason = Some("x".into());
+        t.db.clusters().save(&saved, &reason).await.unwrap();
+        let mut address = saved.clone();
+        address.api_address = Some("https://192.0.2.1:6443".into());
+        t.db.clusters().save(&saved, &address).await.unwrap();
+    });
+}
