@@ -426,6 +426,80 @@ impl CapiDriver {
         }
     }
 
+    /// Upgrades a magnum-cluster-api Cluster through its own class: the topology's version,
+    /// and the image variable (cluster-wide and in each machineDeployment's overrides) when
+    /// the template brings another image; its class and every other variable stay. Patched
+    /// like [`Self::patch_adopted`], conditioned on the resourceVersion read.
+    async fn upgrade_adopted(&self, mut live: Value, to: &str, image: Option<&str>) -> Result<()> {
+        let name = live["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        for _ in 0..ADOPTED_PATCH_TRIES {
+            let topology = &live["spec"]["topology"];
+            let mut patch_topology = json!({"version": to});
+            if let Some(image) = image {
+                let set = |vars: &Value| -> Value {
+                    let mut vars = vars.as_array().cloned().unwrap_or_default();
+                    for v in &mut vars {
+                        if v["name"] == MCAPI_IMAGE_VARIABLE {
+                            v["value"] = json!(image);
+                        }
+                    }
+                    Value::Array(vars)
+                };
+                patch_topology["variables"] = set(&topology["variables"]);
+                let mut mds = topology["workers"]["machineDeployments"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                for md in &mut mds {
+                    if md["variables"]["overrides"].is_array() {
+                        md["variables"]["overrides"] = set(&md["variables"]["overrides"]);
+                    }
+                }
+                patch_topology["workers"] = json!({ "machineDeployments": mds });
+            }
+            let patch = json!({
+                "metadata": {"resourceVersion": live["metadata"]["resourceVersion"]},
+                "spec": {"topology": patch_topology},
+            });
+            let mgmt = self.mgmt().await?;
+            let params = ::kube::api::PatchParams {
+                field_manager: Some(kube::FIELD_MANAGER.into()),
+                ..Default::default()
+            };
+            match adopted_api(mgmt, &live)
+                .patch(&name, &params, &::kube::api::Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(::kube::Error::Api(s)) if s.code == 409 => {}
+                Err(::kube::Error::Api(s)) => {
+                    return Err(self::kube::KubeError::Refused {
+                        what: format!("Cluster {name}"),
+                        code: s.code,
+                        reason: s.reason,
+                        message: s.message,
+                    }
+                    .into());
+                }
+                Err(other) => {
+                    return Err(Error::ServiceUnavailable {
+                        message: format!("the management cluster cannot be reached: {other}"),
+                    });
+                }
+            }
+            live = match self.adopted(&name).await? {
+                Some(again) => again,
+                None => break,
+            };
+        }
+        Err(Error::Conflict {
+            message: format!("Cluster {name} kept changing while it was upgraded; try again."),
+        })
+    }
+
     /// Re-renders (or patches an adopted) cluster with `ngs` as its nodegroups.
     async fn reconcile(
         &self,
@@ -584,6 +658,30 @@ impl CapiDriver {
                 (cluster.status_reason.as_deref() != Some(why.as_str())).then_some(Some(why));
         }
         Ok(report)
+    }
+}
+
+/// magnum-cluster-api's class variable for the nodes' Glance image (cluster-wide, and per
+/// machineDeployment in its overrides).
+const MCAPI_IMAGE_VARIABLE: &str = "imageUUID";
+
+/// The image an adopted cluster's upgrade sets: none when the new template keeps the image,
+/// the new one when it is a Glance UUID (mcapi's variable takes only UUIDs); a new image
+/// given by name is refused before anything changes.
+fn adopted_image<'a>(
+    current: &ClusterTemplate,
+    new: &'a ClusterTemplate,
+) -> Result<Option<&'a str>> {
+    let image = new.image_id.as_deref().filter(|i| !i.is_empty());
+    match image {
+        None => Ok(None),
+        Some(i) if Some(i) == current.image_id.as_deref() => Ok(None),
+        Some(i) if uuid::Uuid::parse_str(i).is_ok() => Ok(Some(i)),
+        Some(i) => Err(Error::InvalidParameterValue {
+            message: format!(
+                "A cluster made by magnum-cluster-api takes its new image as a Glance UUID: give the template's image_id as one, not {i}."
+            ),
+        }),
     }
 }
 
@@ -965,12 +1063,6 @@ impl Driver for CapiDriver {
             .unwrap_or_else(|| self.shared.cfg.default_kube_tag.clone());
         let to = magnum_core::model::label(&template.labels, "kube_tag")
             .unwrap_or_else(|| self.shared.cfg.default_kube_tag.clone());
-        check_upgrade(&from, &to)?;
-        if self.adopted(stack_id).await?.is_some() {
-            return Err(Error::NotSupported {
-                operation: "Upgrading a cluster made by magnum-cluster-api".into(),
-            });
-        }
         if !nodegroup.is_default && parse_version(&to) != parse_version(&from) {
             return Err(Error::NotSupported {
                 operation:
@@ -978,6 +1070,24 @@ impl Driver for CapiDriver {
                         .into(),
             });
         }
+        if let Some(live) = self.adopted(stack_id).await? {
+            // What the Cluster runs is the version to upgrade from (the rows mcapi left
+            // may not say).
+            let running = live["spec"]["topology"]["version"]
+                .as_str()
+                .map_or(from, str::to_owned);
+            check_upgrade(&running, &to)?;
+            let image = adopted_image(&current_template, template)?;
+            self.upgrade_adopted(live, &to, image).await?;
+            let mut labels = cluster.labels.clone();
+            labels.insert("kube_tag".into(), json!(to));
+            return Ok(ClusterChanges {
+                cluster_template_id: Some(template.uuid.to_string()),
+                labels: Some(labels),
+                ..ClusterChanges::default()
+            });
+        }
+        check_upgrade(&from, &to)?;
         let mut upgraded = cluster.clone();
         upgraded.cluster_template_id = Some(template.uuid.clone());
         upgraded.labels.insert("kube_tag".into(), json!(to));
@@ -1324,6 +1434,32 @@ mod tests {
             "{down}"
         );
         assert!(check_upgrade("v1.33.1", "v2.0.0").is_err());
+    }
+
+    #[test]
+    fn an_adopted_clusters_new_image_is_a_glance_uuid_or_none() {
+        let with = |image: Option<&str>| ClusterTemplate {
+            image_id: image.map(str::to_owned),
+            ..render::tests::template()
+        };
+        let current = with(Some("ubuntu-2204-kube"));
+        assert_eq!(
+            adopted_image(&current, &with(Some("ubuntu-2204-kube"))).unwrap(),
+            None
+        );
+        assert_eq!(adopted_image(&current, &with(None)).unwrap(), None);
+        let uuid = "3a5b1c9e-0c1f-4d6e-9a59-6f1f6b7e2d11";
+        assert_eq!(
+            adopted_image(&current, &with(Some(uuid))).unwrap(),
+            Some(uuid)
+        );
+        let named = adopted_image(&current, &with(Some("ubuntu-2404-kube")))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            named.contains("Glance UUID") && named.contains("ubuntu-2404-kube"),
+            "{named}"
+        );
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! `k8s_cluster_api_ubuntu`, a cluster whose stack_id names its CAPI Cluster), the management
 //! cluster holds mcapi's objects (a `cluster.x-k8s.io/v1beta1` Cluster of ClusterClass
 //! `magnum-v0.38.1` in magnum-system, its cloud-config and CA Secrets); through the real
-//! `openstack coe` client its status is read, it is resized, a nodegroup comes and goes, and
-//! it is deleted, with mcapi's class, variables and API version left as they were.
+//! `openstack coe` client its status is read, it is resized, a nodegroup comes and goes, it is
+//! upgraded one minor version (a skip of two refused) and it is deleted, with mcapi's class,
+//! variables and API version left as they were.
 
 use std::path::Path;
 use std::process::Command;
@@ -474,6 +475,66 @@ fn a_cluster_built_by_magnum_cluster_api_is_adopted_read_resized_scaled_and_dele
     let c = wait_for(cli, CLOUD, "adopted", 120, status_is("UPDATE_COMPLETE"));
     assert_eq!(c["node_count"], 2, "{c}");
 
+    // Upgrade through mcapi's own class: a skip of two minors is refused with nothing
+    // changed; one minor reaches UPDATE_COMPLETE with every Machine at the new version, the
+    // class and variables as mcapi left them.
+    for (name, tag) in [
+        ("mcapi-134", "kube_tag=v1.34.2"),
+        ("mcapi-135", "kube_tag=v1.35.0"),
+    ] {
+        let mut args = vec!["--driver", "k8s_cluster_api_ubuntu", "--label", tag];
+        args.extend(common);
+        let t = cli.create_template(CLOUD, name, "ubuntu-2204-kube", &args);
+        sql(
+            &st.db,
+            &[(
+                "UPDATE cluster_template SET cluster_distro = 'ubuntu' WHERE uuid = ?",
+                vec![t["uuid"].clone()],
+            )],
+        );
+    }
+    let before = show(cli, CLOUD, "adopted");
+    let live_before = capi_cluster(kube, &stack_id);
+    cli.refused(
+        CLOUD,
+        &["coe", "cluster", "upgrade", "adopted", "mcapi-135"],
+        400,
+        "one minor version at a time",
+    );
+    let after = show(cli, CLOUD, "adopted");
+    assert_eq!(after["status"], before["status"]);
+    assert_eq!(after["cluster_template_id"], before["cluster_template_id"]);
+    assert_eq!(after["labels"], before["labels"]);
+    assert_eq!(
+        capi_cluster(kube, &stack_id)["spec"],
+        live_before["spec"],
+        "a refused upgrade changed the Cluster"
+    );
+    let phase = Instant::now();
+    cli.ok(
+        CLOUD,
+        &["coe", "cluster", "upgrade", "adopted", "mcapi-134"],
+    );
+    let c = wait_for(cli, CLOUD, "adopted", 180, |c| {
+        status_is("UPDATE_COMPLETE")(c) && c["coe_version"] == "v1.34.2"
+    });
+    let upgraded = phase.elapsed();
+    assert!(c["status_reason"].is_null(), "{c}");
+    assert_eq!(c["labels"]["kube_tag"], "v1.34.2", "{c}");
+    let live = capi_cluster(kube, &stack_id);
+    assert_eq!(live["spec"]["topology"]["version"], "v1.34.2", "{live}");
+    assert_eq!(machine_deployments(&live), [want.clone()], "{live}");
+    assert_still_mcapis(kube, &stack_id, &original);
+    let all = kube.list(
+        V1BETA1,
+        "machines",
+        &format!("cluster.x-k8s.io/cluster-name={stack_id}"),
+    );
+    assert!(!all.is_empty());
+    for m in &all {
+        assert_eq!(m["spec"]["version"], "v1.34.2", "{m}");
+    }
+
     // Delete: gone from the API, and nothing of it left in the management cluster, mcapi's
     // Secrets included.
     let phase = Instant::now();
@@ -501,7 +562,8 @@ fn a_cluster_built_by_magnum_cluster_api_is_adopted_read_resized_scaled_and_dele
     eprintln!(
         "capi adopt: mcapi's v1beta1 Cluster {stack_id}: setup {setup:.1?}, status read to \
          CREATE_COMPLETE {read:.1?}, resize 1->2 {resized:.1?}, nodegroup create \
-         {ng_created:.1?}, nodegroup delete {ng_deleted:.1?}, cluster delete {deleted:.1?}, \
+         {ng_created:.1?}, nodegroup delete {ng_deleted:.1?}, upgrade 1.33->1.34 {upgraded:.1?}, \
+         cluster delete {deleted:.1?}, \
          total {:.1?} (CRD validation {})",
         started.elapsed(),
         if kube.validated { "on" } else { "OFF" }
