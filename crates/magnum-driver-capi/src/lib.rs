@@ -1107,6 +1107,33 @@ impl Driver for CapiDriver {
         })
     }
 
+    /// Hands the cluster its newest credential (made by the API before the call): every
+    /// Secret that carries one is rendered again and applied (the `-cloud-config` Secret CAPO
+    /// reads, the workload's cloud-config and the add-ons' values); the caller deletes the
+    /// older credentials only after this succeeded.
+    async fn rotate_credential(&self, ctx: &RequestContext, cluster: &Cluster) -> Result<()> {
+        let stack_id = stack_id_of(cluster)?;
+        if self.adopted(stack_id).await?.is_some() {
+            return Err(Error::NotSupported {
+                operation: "Rotating the credential of a cluster made by magnum-cluster-api".into(),
+            });
+        }
+        let source = self.source()?;
+        let has_credential = source
+            .cloud(cluster)
+            .await?
+            .is_some_and(|c| c.credential.is_some());
+        if !has_credential {
+            return Err(Error::NotSupported {
+                operation: "Rotating the credential of a cluster without one (Magnum keeps clusters' credentials only with the Barbican certificate store)".into(),
+            });
+        }
+        let template = source.template(cluster).await?;
+        let ngs = source.nodegroups(cluster).await?;
+        self.apply_cluster(ctx, cluster, &template, &ngs, stack_id, true)
+            .await
+    }
+
     async fn delete_cluster(&self, _ctx: &RequestContext, cluster: &Cluster) -> Result<()> {
         self.delete_step(cluster).await.map(drop)
     }

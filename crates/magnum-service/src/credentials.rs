@@ -14,6 +14,11 @@ pub trait ClusterCredentials: Send + Sync {
     async fn issue(&self, ctx: &RequestContext, cluster_uuid: &str) -> Result<()>;
     /// Removes it again (a create that did not go through).
     async fn revoke(&self, user_id: &str, cluster_uuid: &str);
+    /// A rotation's new credential, made as the caller and kept as the cluster's newest;
+    /// its id (`None`: the caller has no token to delegate, nothing was made).
+    async fn rotate(&self, ctx: &RequestContext, cluster_uuid: &str) -> Result<Option<String>>;
+    /// Takes back a rotation's credential the cluster never used.
+    async fn withdraw(&self, creator: &str, cluster_uuid: &str, id: &str);
 }
 
 /// Application credentials in Keystone, their secrets in Barbican.
@@ -38,6 +43,40 @@ impl ClusterCredentials for OpenStackCredentials {
                     ),
                 }
             })
+    }
+
+    async fn rotate(&self, ctx: &RequestContext, cluster_uuid: &str) -> Result<Option<String>> {
+        let (Some(token), Some(user_id)) = (&ctx.user_token, ctx.user_id.as_deref()) else {
+            return Ok(None);
+        };
+        magnum_openstack::credentials::issue_rotation(
+            &self.openstack,
+            token,
+            user_id,
+            cluster_uuid,
+        )
+        .await
+        .map(Some)
+        .map_err(|e| {
+            tracing::warn!(cluster = cluster_uuid, "rotated credential not made: {e}");
+            Error::ServiceUnavailable {
+                message: format!(
+                    "The cluster's new OpenStack credentials could not be made: {e}; nothing changed, try again later."
+                ),
+            }
+        })
+    }
+
+    async fn withdraw(&self, creator: &str, cluster_uuid: &str, id: &str) {
+        if let Err(e) =
+            magnum_openstack::credentials::withdraw(&self.openstack, creator, cluster_uuid, id)
+                .await
+        {
+            tracing::warn!(
+                cluster = cluster_uuid,
+                "unused rotated credential not removed: {e}"
+            );
+        }
     }
 
     async fn revoke(&self, user_id: &str, cluster_uuid: &str) {

@@ -128,5 +128,21 @@ pub(crate) async fn rotate_credential(
                 message: "Credential rotation is not supported by driver.".into(),
             },
             other => other,
-        })
+        })?;
+    // The cluster holds its newest credential now: the older ones go (their owners may have
+    // left Keystone; the service user deletes them).
+    if let Some(os) = inner.credentials.get() {
+        let creator = cluster.user_id.as_deref().unwrap_or_default();
+        match magnum_openstack::credentials::retire_older(os, creator, uuid).await {
+            Ok(n) => tracing::info!(cluster = uuid, retired = n, "cluster credential rotated"),
+            Err(e) => {
+                return Err(Error::ServiceUnavailable {
+                    message: format!(
+                        "The cluster uses its new credential, but the old one could not be deleted: {e}; rotate again to finish."
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
 }

@@ -116,6 +116,15 @@ impl Kube {
         self.curl(&[&format!("{}{path}", self.server)])
     }
 
+    /// Adds a stand-in fault (README: `/_stand-in/faults`).
+    pub(crate) fn fault(&self, fault: &Value) -> Value {
+        self.post("/_stand-in/faults", fault)
+    }
+
+    pub(crate) fn clear_faults(&self) {
+        self.curl(&["-X", "DELETE", &format!("{}/_stand-in/faults", self.server)]);
+    }
+
     /// A merge patch as the test's own field manager (the faults' annotations).
     pub(crate) fn merge(&self, path: &str, body: &Value) -> Value {
         self.curl(&[
@@ -603,6 +612,17 @@ fn a_cluster_api_cluster_lives_its_whole_life_through_the_openstack_client() {
     );
     let after = show(cli, CLOUD, "life");
     assert_eq!(after["status"], before["status"]);
+    // The CAs stay: the `-ca` Secret as it was, and a kubeconfig fetched now trusts the same CA
+    // as the one fetched before the refusal.
+    let ca_after = kube.get(&format!(
+        "/api/v1/namespaces/magnum-system/secrets/{stack_id}-ca"
+    ));
+    assert_eq!(ca_after["data"], ca_secret["data"]);
+    let kc_after = crate::lifecycle::check_kubeconfig(cli, CLOUD, "life", st.work.path());
+    assert_eq!(
+        kubeconfig_field(&kc_after, "certificate-authority-data"),
+        kubeconfig_field(&kc, "certificate-authority-data")
+    );
 
     // Delete: nothing of it is left in the management cluster.
     cli.ok(CLOUD, &["coe", "cluster", "delete", "life"]);
@@ -1302,6 +1322,91 @@ fn in_the_cloud_a_delete_takes_the_cloud_controllers_load_balancers_first() {
         "{standard}"
     );
 
+    // Credential rotation (`openstack coe credential rotate`, 1.12): every Secret of the
+    // cluster carries the new credential, which authenticates; the old one is gone from
+    // Keystone.
+    let auth_url = cloud["auth"]["auth_url"].as_str().unwrap().to_owned();
+    let first = credential_in(&kube, &stack_id, "cloud-config");
+    assert_eq!(
+        app_credential_auth(&auth_url, &first),
+        201,
+        "the first credential works"
+    );
+    cli.ok(CLOUD, &["coe", "credential", "rotate", "lb"]);
+    let second = credential_in(&kube, &stack_id, "cloud-config");
+    assert_ne!(
+        second.0, first.0,
+        "the cloud-config Secret still holds the first credential"
+    );
+    magnum_testkit::scan::secret("a rotated application credential's secret", &second.1);
+    assert_eq!(
+        credential_in(&kube, &stack_id, "workload-cloud-config").0,
+        second.0
+    );
+    assert_no_secret_holds(&kube, &stack_id, &first);
+    assert_eq!(
+        app_credential_auth(&auth_url, &second),
+        201,
+        "the new credential works"
+    );
+    // Keystone answers 404 for a credential it no longer has.
+    assert_eq!(
+        app_credential_auth(&auth_url, &first),
+        404,
+        "the old credential is gone"
+    );
+    let c2 = show(cli, CLOUD, "lb");
+    assert_eq!(
+        c2["status"], "CREATE_COMPLETE",
+        "a rotation changes no status: {c2}"
+    );
+
+    // Cut short: the management cluster refuses the workload Secret's write half-way. The
+    // rotation fails, nothing is deleted, and the credential each Secret holds still works.
+    kube.fault(&json!({
+        "verb": "PATCH",
+        "path_regex": format!("/secrets/{stack_id}-workload-cloud-config"),
+        "status": 500,
+        "count": null,
+    }));
+    // (The client prints a failed rotation and exits 0: its words are the outcome.)
+    let out = cli.run(CLOUD, &["coe", "credential", "rotate", "lb"]);
+    let said = crate::text(&out.stdout) + &crate::text(&out.stderr);
+    assert!(
+        said.contains("Credential rotation failed") && said.contains("(HTTP 5"),
+        "a rotation cut short did not fail: {said}; faults {}",
+        kube.get("/_stand-in/faults")
+    );
+    for name in ["cloud-config", "workload-cloud-config"] {
+        let held = credential_in(&kube, &stack_id, name);
+        magnum_testkit::scan::secret("a rotated application credential's secret", &held.1);
+        assert_eq!(
+            app_credential_auth(&auth_url, &held),
+            201,
+            "{name}: its credential fails"
+        );
+    }
+    let half = credential_in(&kube, &stack_id, "cloud-config");
+    kube.clear_faults();
+    // The retry finishes: one credential left, in every Secret; the two before are gone.
+    cli.ok(CLOUD, &["coe", "credential", "rotate", "lb"]);
+    let third = credential_in(&kube, &stack_id, "cloud-config");
+    magnum_testkit::scan::secret("a rotated application credential's secret", &third.1);
+    assert!(
+        third.0 != second.0 && third.0 != half.0,
+        "no new credential after the retry"
+    );
+    assert_eq!(
+        credential_in(&kube, &stack_id, "workload-cloud-config").0,
+        third.0
+    );
+    assert_no_secret_holds(&kube, &stack_id, &second);
+    assert_eq!(app_credential_auth(&auth_url, &third), 201);
+    assert_eq!(app_credential_auth(&auth_url, &second), 404);
+    if half.0 != second.0 {
+        assert_eq!(app_credential_auth(&auth_url, &half), 404);
+    }
+
     // A Service of type LoadBalancer, as the cloud controller makes it, in the cluster's
     // project (the noop provider: no amphora here).
     let token = cli.token(CLOUD);
@@ -1401,4 +1506,117 @@ fn the_kube_stand_in_and_the_simulated_controller_pass_their_self_tests() {
             .unwrap_or_default();
         eprintln!("{script}: {summary}");
     }
+}
+
+/// Every text a Secret's data holds, and those of the Secrets inside it (a
+/// ClusterResourceSet's Secret carries the workload's Secrets as manifests).
+fn secret_texts(secret: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for value in secret["data"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(_, v)| v)
+    {
+        let Ok(bytes) =
+            base64::engine::general_purpose::STANDARD.decode(value.as_str().unwrap_or_default())
+        else {
+            continue;
+        };
+        let text = crate::text(&bytes);
+        if let Ok(inner) = serde_json::from_str::<Value>(&text)
+            && inner["kind"] == "Secret"
+        {
+            out.extend(secret_texts(&inner));
+        }
+        out.push(text);
+    }
+    out
+}
+
+/// The application credential (id, secret) in the cluster's Secret `<stack_id>-<name>`: its
+/// clouds.yaml (CAPO's) or its cloud.conf (the workload's).
+fn credential_in(kube: &Kube, stack_id: &str, name: &str) -> (String, String) {
+    let secret = kube.get(&format!(
+        "/api/v1/namespaces/magnum-system/secrets/{stack_id}-{name}"
+    ));
+    for text in secret_texts(&secret) {
+        if let Ok(clouds) = serde_json::from_str::<Value>(&text) {
+            let auth = &clouds["clouds"]["default"]["auth"];
+            if let (Some(id), Some(secret)) = (
+                auth["application_credential_id"].as_str(),
+                auth["application_credential_secret"].as_str(),
+            ) {
+                return (id.to_owned(), secret.to_owned());
+            }
+        }
+        // cloud.conf: `application-credential-id="..."` lines.
+        let field = |key: &str| {
+            text.lines().find_map(|l| {
+                let (k, v) = l.split_once('=')?;
+                (k.trim() == key).then(|| v.trim().trim_matches('"').to_owned())
+            })
+        };
+        if let (Some(id), Some(secret)) = (
+            field("application-credential-id"),
+            field("application-credential-secret"),
+        ) {
+            return (id, secret);
+        }
+    }
+    panic!("no application credential in {stack_id}-{name}: {secret}");
+}
+
+/// No Secret of the cluster (nor one inside it) and none of its HelmChartProxies holds `cred`.
+fn assert_no_secret_holds(kube: &Kube, stack_id: &str, cred: &(String, String)) {
+    let secrets = kube.get("/api/v1/namespaces/magnum-system/secrets");
+    for s in secrets["items"].as_array().unwrap() {
+        let name = s["metadata"]["name"].as_str().unwrap_or_default();
+        if !name.starts_with(&format!("{stack_id}-")) {
+            continue;
+        }
+        for text in secret_texts(s) {
+            assert!(
+                !text.contains(&cred.0) && !text.contains(&cred.1),
+                "Secret {name} still holds the old credential"
+            );
+        }
+    }
+    let proxies = kube
+        .get("/apis/addons.cluster.x-k8s.io/v1alpha1/namespaces/magnum-system/helmchartproxies");
+    let text = proxies.to_string();
+    assert!(
+        !text.contains(&cred.0) && !text.contains(&cred.1),
+        "a HelmChartProxy still holds the old credential"
+    );
+}
+
+/// Keystone's answer to a token request with the application credential (201: it works).
+fn app_credential_auth(auth_url: &str, cred: &(String, String)) -> u16 {
+    let base = auth_url.trim_end_matches('/');
+    let url = if base.ends_with("/v3") {
+        format!("{base}/auth/tokens")
+    } else {
+        format!("{base}/v3/auth/tokens")
+    };
+    let body = json!({"auth": {"identity": {"methods": ["application_credential"],
+        "application_credential": {"id": cred.0, "secret": cred.1}}}});
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-X",
+            "POST",
+            "-H",
+            "Content-Type: application/json",
+            "--data",
+            &body.to_string(),
+            &url,
+        ])
+        .output()
+        .unwrap();
+    crate::text(&out.stdout).trim().parse().unwrap_or(0)
 }
