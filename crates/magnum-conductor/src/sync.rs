@@ -33,10 +33,14 @@ const RESUME_GRACE_SECS: i64 = 30;
 /// and each of their writes is a guarded one, never half-done.
 pub(crate) async fn run(
     c: Arc<Inner>,
-    mut wakes: mpsc::UnboundedReceiver<String>,
+    wakes: mpsc::UnboundedReceiver<String>,
     ctx: WorkerContext,
 ) -> std::result::Result<(), WorkerError> {
     let permits = Arc::new(Semaphore::new(MAX_CONCURRENT));
+    // Wake-ups are served beside the sweep, not after it: a sweep over thousands of clusters
+    // takes a while, and a status change should not wait for it.
+    let woken = tokio::spawn(serve_wakes(c.clone(), wakes, permits.clone()));
+    let _stop_wakes = AbortOnDrop(woken);
     let mut tick = tokio::time::interval(c.settings.sync_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut members: Option<Members> = None;
@@ -61,26 +65,54 @@ pub(crate) async fn run(
                 // Through the first sweep: what a previous run left is resumed or timed out.
                 ctx.running();
             }
-            woken = wakes.recv() => {
-                let Some(uuid) = woken else { return Ok(()) };
-                let (c, permits) = (c.clone(), permits.clone());
-                tokio::spawn(async move {
-                    let Ok(_permit) = permits.acquire_owned().await else { return };
-                    // A report dropped as stale (another sync wrote first) is made again from
-                    // the row as it is now, not left to the next sweep.
-                    for _ in 0..3 {
-                        match sync_one(&c, &uuid).await {
-                            Err(Error::StaleWrite { .. }) => continue,
-                            Err(e) => {
-                                tracing::debug!(cluster = %uuid, error = %e, "status sync skipped");
-                            }
-                            Ok(()) => {}
-                        }
-                        break;
-                    }
-                });
-            }
         }
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Syncs each cluster a driver woke. Wake-ups of a cluster whose sync is still waiting to
+/// start are merged into it (it reads the row and the driver's view when it starts): a
+/// burst of watch events on one cluster costs one sync, not one per event.
+async fn serve_wakes(
+    c: Arc<Inner>,
+    mut wakes: mpsc::UnboundedReceiver<String>,
+    permits: Arc<Semaphore>,
+) {
+    let waiting: Arc<std::sync::Mutex<std::collections::HashSet<String>>> = Arc::default();
+    while let Some(uuid) = wakes.recv().await {
+        let queued = waiting.lock().map_or(true, |mut w| w.insert(uuid.clone()));
+        if !queued {
+            continue;
+        }
+        let (c, permits, waiting) = (c.clone(), permits.clone(), waiting.clone());
+        tokio::spawn(async move {
+            let Ok(_permit) = permits.acquire_owned().await else {
+                return;
+            };
+            // Started: a wake-up from now on may carry news this sync does not see.
+            if let Ok(mut w) = waiting.lock() {
+                w.remove(&uuid);
+            }
+            // A report dropped as stale (another sync wrote first) is made again from the
+            // row as it is now, not left to the next sweep.
+            for _ in 0..3 {
+                match sync_one(&c, &uuid).await {
+                    Err(Error::StaleWrite { .. }) => continue,
+                    Err(e) => {
+                        tracing::debug!(cluster = %uuid, error = %e, "status sync skipped");
+                    }
+                    Ok(()) => {}
+                }
+                break;
+            }
+        });
     }
 }
 
