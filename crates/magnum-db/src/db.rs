@@ -38,13 +38,19 @@ pub struct DbSettings {
 }
 
 impl DbSettings {
-    /// The pool's bound: `max_pool_size + max_overflow`, and one for an in-memory SQLite,
-    /// where every further connection would be a different database.
+    /// The pool's bound: `max_pool_size + max_overflow`; one for an in-memory SQLite, where
+    /// every further connection would be a different database; at most
+    /// [`SQLITE_MAX_CONNECTIONS`] for a SQLite file, which takes one writer at a time: more
+    /// connections there only add a thread and a page cache each (a conductor syncing 2,000
+    /// clusters grew to 30 of them, scripts/bench-capi).
     pub fn max_connections(&self) -> u32 {
+        let configured = (self.max_pool_size + self.max_overflow).max(1);
         if self.url.in_memory {
             1
+        } else if self.url.engine == Engine::Sqlite {
+            configured.min(SQLITE_MAX_CONNECTIONS)
         } else {
-            (self.max_pool_size + self.max_overflow).max(1)
+            configured
         }
     }
 
@@ -65,6 +71,9 @@ impl DbSettings {
         }
     }
 }
+
+/// The most connections a pool keeps to a SQLite file (see [`DbSettings::max_connections`]).
+pub const SQLITE_MAX_CONNECTIONS: u32 = 8;
 
 /// The storage handle: a pool plus the retry policy. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -461,6 +470,18 @@ mod tests {
 
     use super::*;
     use crate::entity::quotas;
+
+    #[test]
+    fn a_sqlite_file_takes_a_few_connections_other_engines_what_is_configured() {
+        let bound = |url: &str| DbSettings::new(DbUrl::parse(url).unwrap()).max_connections();
+        assert_eq!(bound("mysql+pymysql://u:p@h/magnum"), 55);
+        assert_eq!(bound("postgresql://u:p@h/magnum"), 55);
+        assert_eq!(
+            bound("sqlite:////var/lib/magnum/magnum.sqlite"),
+            SQLITE_MAX_CONNECTIONS
+        );
+        assert_eq!(bound("sqlite://"), 1);
+    }
 
     /// A throwaway database at head on the server in `var`, or None when it is not configured.
     async fn server_db(var: &str, engine: Engine) -> Option<(Database, Database, String)> {
