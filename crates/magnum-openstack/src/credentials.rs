@@ -322,24 +322,8 @@ pub async fn revoke(os: &Arc<OpenStack>, user_id: &str, cluster_uuid: &str) -> R
         .into_iter()
         .flatten()
     {
-        let Some(id) = cred["id"].as_str() else {
-            continue;
-        };
-        let (status, text) = svc
-            .call(
-                ServiceType::Identity,
-                reqwest::Method::DELETE,
-                &format!("{base}/{}", segment(id)?),
-                Body::None,
-                "application/json",
-            )
-            .await?;
-        if !(200..300).contains(&status) && status != 404 {
-            return Err(OsError::Status {
-                service: ServiceType::Identity,
-                status,
-                detail: message_of(&text),
-            });
+        if let Some(id) = cred["id"].as_str() {
+            delete_credential(&svc, user_id, id).await?;
         }
     }
     // Rotations' credentials, under whoever rotated.
