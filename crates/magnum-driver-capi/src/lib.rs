@@ -1078,9 +1078,17 @@ impl Driver for CapiDriver {
                 .map_or(from, str::to_owned);
             check_upgrade(&running, &to)?;
             let image = adopted_image(&current_template, template)?;
-            self.upgrade_adopted(live, &to, image).await?;
+            // The same checks as our own clusters' upgrade, on the cluster as it would be.
             let mut labels = cluster.labels.clone();
             labels.insert("kube_tag".into(), json!(to));
+            let upgraded = Cluster {
+                cluster_template_id: Some(template.uuid.clone()),
+                labels: labels.clone(),
+                ..cluster.clone()
+            };
+            let ngs = self.source()?.nodegroups(cluster).await?;
+            self.validate(&upgraded, template, &ngs)?;
+            self.upgrade_adopted(live, &to, image).await?;
             return Ok(ClusterChanges {
                 cluster_template_id: Some(template.uuid.to_string()),
                 labels: Some(labels),

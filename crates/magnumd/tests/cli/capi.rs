@@ -1361,12 +1361,13 @@ fn in_the_cloud_a_delete_takes_the_cloud_controllers_load_balancers_first() {
         "a rotation changes no status: {c2}"
     );
 
-    // Cut short: the management cluster refuses the workload Secret's write half-way. The
-    // rotation fails, nothing is deleted, and the credential each Secret holds still works.
+    // Cut short: the management cluster goes away half-way (the workload Secret's write gets
+    // its connection closed, as a stopped server's would). The rotation fails, nothing is
+    // deleted, and the credential each Secret holds still works.
     kube.fault(&json!({
         "verb": "PATCH",
         "path_regex": format!("/secrets/{stack_id}-workload-cloud-config"),
-        "status": 500,
+        "close": true,
         "count": null,
     }));
     // (The client prints a failed rotation and exits 0: its words are the outcome.)
