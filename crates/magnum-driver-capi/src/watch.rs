@@ -194,8 +194,7 @@ fn parsed(text: &str) -> Value {
 impl Copies {
     /// Keeps `obj`; false when the copy it replaces was the same (nothing a reader sees
     /// changed).
-    fn put(&mut self, key: String, name: String, obj: &Value) -> bool {
-        let text = text_of(obj);
+    fn put(&mut self, key: String, name: String, text: Box<str>) -> bool {
         if let Some((old_key, old)) = self.objects.get(&name) {
             if *old_key == key && *old == text {
                 return false;
@@ -213,11 +212,11 @@ impl Copies {
         true
     }
 
-    /// Whether the copy of `name` is `obj`, under `key`.
-    fn holds(&self, key: &str, name: &str, obj: &Value) -> bool {
+    /// Whether the copy of `name` is `text`, under `key`.
+    fn holds(&self, key: &str, name: &str, text: &str) -> bool {
         self.objects
             .get(name)
-            .is_some_and(|(k, text)| k == key && *text == text_of(obj))
+            .is_some_and(|(k, kept)| k == key && **kept == *text)
     }
 
     fn get(&self, name: &str) -> Option<Value> {
@@ -322,8 +321,9 @@ impl Cache {
                                 continue;
                             };
                             // A re-list wakes only the clusters whose objects changed meanwhile.
-                            let known = this.read(|c| c.holds(&key, &name, &o));
-                            list.put(key, name, &o);
+                            let text = text_of(&o);
+                            let known = this.read(|c| c.holds(&key, &name, &text));
+                            list.put(key, name, text);
                             (!known).then_some(o)
                         }
                         Ok(watcher::Event::InitDone) => {
@@ -353,7 +353,7 @@ impl Cache {
                             let o = slim(&to_value(o));
                             match (key_of(this.kind, &o), name_of(&o)) {
                                 (Some(key), Some(name)) => {
-                                    this.write(|c| c.put(key, name, &o)).then_some(o)
+                                    this.write(|c| c.put(key, name, text_of(&o))).then_some(o)
                                 }
                                 _ => None,
                             }
@@ -528,24 +528,27 @@ mod tests {
     fn copies_are_found_by_their_cluster_and_unchanged_copies_wake_nobody() {
         let mut c = Copies::default();
         let m = slim(&machine());
-        assert!(c.put("kube-a".into(), "m1".into(), &m));
+        assert!(c.put("kube-a".into(), "m1".into(), text_of(&m)));
         assert_eq!(
             c.of("kube-a"),
             std::slice::from_ref(&m),
             "read back as kept"
         );
-        assert!(!c.put("kube-a".into(), "m1".into(), &m), "same copy");
+        assert!(
+            !c.put("kube-a".into(), "m1".into(), text_of(&m)),
+            "same copy"
+        );
         // What only the dropped fields change is no change.
         let mut touched = machine();
         touched["metadata"]["resourceVersion"] = json!("43");
         touched["status"]["conditions"][0]["lastTransitionTime"] = json!("2026-02-02T00:00:00Z");
-        assert!(!c.put("kube-a".into(), "m1".into(), &slim(&touched)));
+        assert!(!c.put("kube-a".into(), "m1".into(), text_of(&slim(&touched))));
         let mut seen = machine();
         seen["status"]["conditions"][0]["message"] = json!("changed");
-        assert!(c.put("kube-a".into(), "m1".into(), &slim(&seen)));
+        assert!(c.put("kube-a".into(), "m1".into(), text_of(&slim(&seen))));
         assert_eq!(c.of("kube-a").len(), 1);
         // Moved to another cluster (a relabel): found only there.
-        assert!(c.put("kube-b".into(), "m1".into(), &m));
+        assert!(c.put("kube-b".into(), "m1".into(), text_of(&m)));
         assert!(c.of("kube-a").is_empty());
         assert_eq!(c.of("kube-b").len(), 1);
         c.remove("m1");
