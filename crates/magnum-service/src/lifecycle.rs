@@ -70,9 +70,7 @@ impl Lifecycle {
         cluster: &Cluster,
         change: impl FnOnce(&mut Cluster),
     ) -> Result<Cluster> {
-        let mut changed = cluster.clone();
-        change(&mut changed);
-        self.save_cluster(cluster, &changed).await
+        self.save_cluster(cluster, &changed(cluster, change)).await
     }
 
     /// Store `changed` over `original` (as the writer read it).
@@ -91,8 +89,7 @@ impl Lifecycle {
         cluster: &Cluster,
         change: impl FnOnce(&mut Cluster),
     ) -> Result<Cluster> {
-        let mut changed = cluster.clone();
-        change(&mut changed);
+        let changed = changed(cluster, change);
         if changed == *cluster {
             return Ok(changed);
         }
@@ -105,9 +102,7 @@ impl Lifecycle {
         ng: &NodeGroup,
         change: impl FnOnce(&mut NodeGroup),
     ) -> Result<NodeGroup> {
-        let mut changed = ng.clone();
-        change(&mut changed);
-        self.save_nodegroup(ng, &changed).await
+        self.save_nodegroup(ng, &changed(ng, change)).await
     }
 
     /// As [`Self::save_cluster`], for a nodegroup.
@@ -163,6 +158,13 @@ impl Lifecycle {
             .destroy_with_nodegroups(uuid, expected)
             .await
     }
+}
+
+/// `change` applied to a copy of `row`.
+fn changed<T: Clone>(row: &T, change: impl FnOnce(&mut T)) -> T {
+    let mut copy = row.clone();
+    change(&mut copy);
+    copy
 }
 
 #[cfg(test)]
