@@ -436,6 +436,8 @@ impl ServerInner {
             .unwrap_or("-")
             .to_owned();
 
+        let started = Instant::now();
+        tracing::debug!(%method, %request_id, routing_key = %queue, redelivered = delivery.redelivered, msg_id = %req.reply_to().map_or("-", |(id, _)| id), "request received");
         // Call-monitor heartbeats while the handler runs, when the caller asked for them.
         let heartbeat = match (req.reply_to(), req.client_timeout) {
             (Some((msg_id, reply_q)), Some(t)) if t > 0.0 => {
@@ -481,6 +483,7 @@ impl ServerInner {
                 tracing::info!(%method, %request_id, class = %f.class, error = %f.message, "call answered with a failure");
             }
             self.reply(msg_id, reply_q, result).await;
+            tracing::debug!(%method, %msg_id, elapsed_ms = started.elapsed().as_millis() as u64, "call answered");
         }
         if let Err(e) = delivery.acker.ack(BasicAckOptions::default()).await {
             // The channel is gone: the broker will redeliver; duplicate detection (or the
