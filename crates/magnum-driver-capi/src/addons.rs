@@ -32,10 +32,14 @@ pub enum Addon {
     /// The NFS node plugin Manila's forwards NFS shares to.
     NfsCsi,
     KeystoneAuth,
+    /// kube-prometheus-stack (`monitoring_enabled`, magnum-capi-helm's label).
+    Monitoring,
+    /// Headlamp (`kube_dashboard_enabled`): the retired Kubernetes Dashboard's successor.
+    Dashboard,
 }
 
 impl Addon {
-    pub const ALL: [Addon; 7] = [
+    pub const ALL: [Addon; 9] = [
         Addon::Calico,
         Addon::Cilium,
         Addon::Ccm,
@@ -43,6 +47,8 @@ impl Addon {
         Addon::ManilaCsi,
         Addon::NfsCsi,
         Addon::KeystoneAuth,
+        Addon::Monitoring,
+        Addon::Dashboard,
     ];
 
     /// Its key in `[cluster_api] addons_chart_versions` and in [`ADDON_LABEL`].
@@ -59,6 +65,8 @@ impl Addon {
             Addon::ManilaCsi => "manila-csi",
             Addon::NfsCsi => "nfs-csi",
             Addon::KeystoneAuth => "keystone-auth",
+            Addon::Monitoring => "monitoring",
+            Addon::Dashboard => "dashboard",
         }
     }
 
@@ -93,7 +101,8 @@ const CPO: &str = "https://kubernetes.github.io/cloud-provider-openstack";
 /// releases whose appVersion matches the minor; tigera-operator as magnum-capi-helm's
 /// charts pin it; Cilium's latest 1.17 (documented down to 1.29) and 1.18 patch releases;
 /// csi-driver-nfs's 4.12.1 (Kubernetes 1.21 and later); the catalyst-cloud keystone-auth
-/// chart magnum-capi-helm uses.
+/// chart magnum-capi-helm uses; kube-prometheus-stack and Headlamp at the versions
+/// capi-helm-charts' cluster-addons pins (July 2026).
 pub const CHARTS: &[Chart] = &[
     Chart {
         addon: Addon::Calico,
@@ -176,6 +185,24 @@ pub const CHARTS: &[Chart] = &[
         release: "k8s-keystone-auth",
         versions: &[(29, "1.5.1")],
     },
+    Chart {
+        addon: Addon::Monitoring,
+        key: "kube-prometheus-stack",
+        repository: "https://prometheus-community.github.io/helm-charts",
+        chart: "kube-prometheus-stack",
+        namespace: "monitoring-system",
+        release: "kube-prometheus-stack",
+        versions: &[(29, "85.0.2")],
+    },
+    Chart {
+        addon: Addon::Dashboard,
+        key: "headlamp",
+        repository: "https://kubernetes-sigs.github.io/headlamp",
+        chart: "headlamp",
+        namespace: "headlamp",
+        release: "headlamp",
+        versions: &[(29, "0.43.0")],
+    },
 ];
 
 impl Chart {
@@ -209,9 +236,11 @@ impl Settings {
         // A misspelt add-on would silently keep the pinned version: say so.
         for key in cfg.addons_chart_versions.keys() {
             if !CHARTS.iter().any(|c| c.key == key) {
+                let known: Vec<&str> = CHARTS.iter().map(|c| c.key).collect();
                 tracing::warn!(
                     addon = %key,
-                    "[cluster_api] addons_chart_versions names no add-on (known: calico, cilium, openstack-ccm, cinder-csi, manila-csi, nfs-csi, k8s-keystone-auth)"
+                    known = %known.join(", "),
+                    "[cluster_api] addons_chart_versions names no add-on"
                 );
             }
         }
@@ -228,7 +257,11 @@ fn operator_file(addon: Addon, driver: &str) -> Option<String> {
         Addon::Calico | Addon::Cilium => Some(format!("cni-{driver}.yaml")),
         Addon::Ccm => Some("cloud-provider.yaml".into()),
         Addon::CinderCsi => Some("csi-cinder.yaml".into()),
-        Addon::ManilaCsi | Addon::NfsCsi | Addon::KeystoneAuth => None,
+        Addon::ManilaCsi
+        | Addon::NfsCsi
+        | Addon::KeystoneAuth
+        | Addon::Monitoring
+        | Addon::Dashboard => None,
     }
 }
 
@@ -263,6 +296,8 @@ fn chosen(i: &Inputs<'_>) -> (Vec<Addon>, Vec<Addon>) {
         Addon::CinderCsi => l.bool("cinder_csi_enabled"),
         Addon::ManilaCsi | Addon::NfsCsi => manila,
         Addon::KeystoneAuth => l.bool("keystone_auth_enabled"),
+        Addon::Monitoring => l.bool("monitoring_enabled"),
+        Addon::Dashboard => l.bool("kube_dashboard_enabled"),
     };
     Addon::ALL.into_iter().partition(|a| want(*a))
 }
@@ -490,6 +525,27 @@ pub fn values(addon: Addon, i: &Inputs<'_>) -> Value {
             });
             if let Some(repo) = mirrored("k8s-keystone-auth") {
                 v["image"] = json!({"repository": repo});
+            }
+            v
+        }
+        Addon::Monitoring => {
+            let mut v = json!({
+                "prometheus": {"prometheusSpec": {"retention": "7d"}},
+                // Empty: Grafana's chart makes a random admin password (kept in a Secret of
+                // the workload cluster) instead of the stack's well-known default.
+                "grafana": {"adminPassword": ""},
+            });
+            // The stack and its subcharts put `global.imageRegistry` before every image
+            // path, so a mirror keeps the public paths under its prefix.
+            if let Some(p) = &p {
+                v["global"] = json!({"imageRegistry": p});
+            }
+            v
+        }
+        Addon::Dashboard => {
+            let mut v = json!({});
+            if let Some(p) = &p {
+                v["image"] = json!({"registry": p});
             }
             v
         }
@@ -880,7 +936,7 @@ pub(crate) mod tests {
                 for (k, x) in m {
                     let p = format!("{path}.{k}");
                     if let Value::String(s) = x
-                        && matches!(k.as_str(), "repository" | "registry")
+                        && matches!(k.as_str(), "repository" | "registry" | "imageRegistry")
                     {
                         out.push((p.clone(), s.clone()));
                     }
@@ -1011,6 +1067,7 @@ pub(crate) mod tests {
             "manila_csi_enabled": "true",
             "keystone_auth_enabled": "false",
             "cloud_provider_tag": "v1.31.9",
+            "monitoring_enabled": "true",
         }))
         .unwrap();
         let mut t = template();
@@ -1021,11 +1078,23 @@ pub(crate) mod tests {
         let (wanted, unwanted) = selected(&i);
         assert_eq!(
             wanted,
-            [Addon::Cilium, Addon::Ccm, Addon::ManilaCsi, Addon::NfsCsi]
+            [
+                Addon::Cilium,
+                Addon::Ccm,
+                Addon::ManilaCsi,
+                Addon::NfsCsi,
+                Addon::Monitoring
+            ]
         );
         assert_eq!(
             unwanted,
-            [Addon::Calico, Addon::CinderCsi, Addon::KeystoneAuth]
+            [
+                Addon::Calico,
+                Addon::CinderCsi,
+                Addon::KeystoneAuth,
+                Addon::Dashboard
+            ],
+            "no dashboard unless a label asks"
         );
         let objs = proxies(&i, &s);
         let cni = by_name(&objs, "kube-ab12c-cni").unwrap();
@@ -1050,6 +1119,19 @@ pub(crate) mod tests {
         assert_eq!(nfs["spec"]["chartName"], "csi-driver-nfs");
         assert!(by_name(&objs, "kube-ab12c-cinder-csi").is_none());
         assert!(by_name(&objs, "kube-ab12c-keystone-auth").is_none());
+        let mon = by_name(&objs, "kube-ab12c-monitoring").unwrap();
+        assert_eq!(mon["spec"]["chartName"], "kube-prometheus-stack");
+        assert_eq!(mon["spec"]["namespace"], "monitoring-system");
+        assert_eq!(
+            mon["metadata"]["labels"][ADDON_LABEL],
+            "kube-prometheus-stack"
+        );
+        let v = values_of(mon);
+        assert_eq!(v["grafana"]["adminPassword"], "", "no well-known password");
+        assert!(
+            v.get("global").is_none(),
+            "no mirror: the public registries"
+        );
     }
 
     #[test]
@@ -1103,6 +1185,8 @@ pub(crate) mod tests {
                 "container_infra_prefix": format!("{mirror}/"),
                 "manila_csi_enabled": "true",
                 "cilium_hubble_ui_enabled": "true",
+                "monitoring_enabled": "true",
+                "kube_dashboard_enabled": "true",
             }))
             .unwrap();
             let mut t = template();
@@ -1112,8 +1196,8 @@ pub(crate) mod tests {
             let objs = proxies(&i, &s);
             assert_eq!(
                 objs.len(),
-                6,
-                "{driver}: CNI, CCM, Cinder, Manila, NFS, keystone"
+                8,
+                "{driver}: CNI, CCM, Cinder, Manila, NFS, keystone, monitoring, dashboard"
             );
             for p in &objs {
                 let mut refs = Vec::new();
@@ -1137,6 +1221,11 @@ pub(crate) mod tests {
                 cinder["csi"]["plugin"]["image"]["repository"],
                 format!("{mirror}/cinder-csi-plugin")
             );
+            // Charts with a registry knob keep their images' public paths under the mirror.
+            let mon = values_of(by_name(&objs, "kube-ab12c-monitoring").unwrap());
+            assert_eq!(mon["global"]["imageRegistry"], mirror);
+            let dash = values_of(by_name(&objs, "kube-ab12c-dashboard").unwrap());
+            assert_eq!(dash["image"], json!({"registry": mirror}));
         }
     }
 
@@ -1288,7 +1377,15 @@ pub(crate) mod tests {
         assert_eq!(wanted, [Addon::Ccm, Addon::KeystoneAuth]);
         // Neither created nor deleted: the operator's manifest owns them (and the CNI's
         // proxy name, which both CNIs share).
-        assert_eq!(unwanted, [Addon::ManilaCsi, Addon::NfsCsi]);
+        assert_eq!(
+            unwanted,
+            [
+                Addon::ManilaCsi,
+                Addon::NfsCsi,
+                Addon::Monitoring,
+                Addon::Dashboard
+            ]
+        );
         let objs = render(&i);
         let kinds: Vec<String> = objs
             .iter()

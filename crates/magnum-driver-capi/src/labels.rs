@@ -448,15 +448,17 @@ pub const TABLE: &[Spec] = &[
         "false",
         BOOL,
         C,
-        "add-on: monitoring",
+        "add-on: kube-prometheus-stack",
         H,
     ),
+    // magnum-capi-helm's option defaults to true, but its charts dropped the retired
+    // Kubernetes Dashboard (capi-helm-charts 0.20): no dashboard unless asked for.
     spec(
         "kube_dashboard_enabled",
-        "true",
+        "false",
         BOOL,
         C,
-        "add-on: dashboard",
+        "add-on: Headlamp",
         H,
     ),
 ];

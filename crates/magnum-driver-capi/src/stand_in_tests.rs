@@ -494,6 +494,8 @@ async fn every_helm_chart_proxy_fits_the_caaph_schema() {
             "manila_csi_enabled": "true",
             "cilium_hubble_ui_enabled": "true",
             "cloud_provider_tag": "v1.32.1",
+            "monitoring_enabled": "true",
+            "kube_dashboard_enabled": "true",
         }))
         .unwrap();
         let mut t = template();
@@ -504,7 +506,7 @@ async fn every_helm_chart_proxy_fits_the_caaph_schema() {
             mgmt.apply(&obj).await.unwrap();
         }
         let proxies = crate::addons::proxies(&i, &settings);
-        assert_eq!(proxies.len(), 6);
+        assert_eq!(proxies.len(), 8);
         for p in &proxies {
             mgmt.apply(p)
                 .await
@@ -520,12 +522,12 @@ async fn every_helm_chart_proxy_fits_the_caaph_schema() {
             seen += 1;
         }
     }
-    assert_eq!(seen, 12);
+    assert_eq!(seen, 16);
     let sel = format!("{}={}", render::UUID_LABEL, cluster().uuid);
     let listed = mgmt.list(Kind::HelmChartProxy, &sel).await.unwrap();
     assert_eq!(
         listed.len(),
-        6,
+        8,
         "one proxy per add-on: the CNI's name is shared"
     );
     for p in listed {

@@ -764,7 +764,7 @@ section! {
         addons_chart_repository: String = String::new();
         /// Chart versions overriding the driver's pins, `addon:version` pairs; add-ons
         /// `calico`, `cilium`, `openstack-ccm`, `cinder-csi`, `manila-csi`, `nfs-csi`,
-        /// `k8s-keystone-auth`.
+        /// `k8s-keystone-auth`, `kube-prometheus-stack`, `headlamp`.
         addons_chart_versions: BTreeMap<String, String> = BTreeMap::new();
         /// Kubernetes version of clusters whose labels set no `kube_tag`.
         default_kube_tag: String = "v1.33.1".into();
