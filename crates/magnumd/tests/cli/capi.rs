@@ -749,7 +749,7 @@ fn cluster_api_labels_reach_the_patched_objects_and_bad_values_are_refused() {
             "1",
             "--labels",
             "oidc_issuer_url=https://idp.example.com,oidc_client_id=k8s,boot_volume_size=50,unknown_label=kept,\
-             auto_scaling_enabled=true,min_node_count=1,max_node_count=4",
+             auto_scaling_enabled=true,min_node_count=1,max_node_count=4,monitoring_enabled=true",
             "--merge-labels",
         ],
     );
@@ -813,6 +813,33 @@ fn cluster_api_labels_reach_the_patched_objects_and_bad_values_are_refused() {
         .len(),
         1,
         "one patched KubeadmConfigTemplate per MachineDeployment"
+    );
+    // Add-on labels: monitoring asked for, the dashboard left at its default (off).
+    let uuid = c["uuid"].as_str().unwrap();
+    let proxies = kube.list(
+        "addons.cluster.x-k8s.io/v1alpha1",
+        "helmchartproxies",
+        &format!("cluster-uuid={uuid}"),
+    );
+    let names: Vec<&str> = proxies
+        .iter()
+        .filter_map(|p| p["metadata"]["name"].as_str())
+        .collect();
+    let monitoring = proxies
+        .iter()
+        .find(|p| p["metadata"]["name"] == format!("{stack_id}-monitoring"))
+        .unwrap_or_else(|| panic!("no monitoring proxy among {names:?}"));
+    assert_eq!(monitoring["spec"]["chartName"], "kube-prometheus-stack");
+    assert!(
+        monitoring["spec"]["valuesTemplate"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("\"imageRegistry\": \"mirror.example.com/k8s\""),
+        "{monitoring}"
+    );
+    assert!(
+        !names.iter().any(|n| n.ends_with("-dashboard")),
+        "{names:?}"
     );
 
     // Auto-scaling: the MachineDeployment carries the autoscaler's bounds and no count of
