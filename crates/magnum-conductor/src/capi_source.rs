@@ -12,8 +12,19 @@ use magnum_openstack::catalog::ServiceType;
 use crate::state::Inner;
 use magnum_certs::{CaType, ClusterCertRefs};
 use magnum_driver_capi::render::{Cas, CloudConfig, FlavorSize, KeyPair, VolumeTypes};
-use magnum_driver_capi::{LoadBalancer, Source};
+use magnum_driver_capi::{LoadBalancer, ServerGroup, Source};
 use magnum_openstack::resources;
+
+/// Nova's answer to a server group call: a refusal (a quota, a policy it does not know)
+/// names Nova and what it said.
+fn nova(e: magnum_openstack::OsError) -> Error {
+    match e.status() {
+        Some(_) => Error::ServiceUnavailable {
+            message: format!("Nova refused the cluster's server group: {e}"),
+        },
+        None => unavailable(e),
+    }
+}
 
 fn unavailable(e: magnum_openstack::OsError) -> Error {
     Error::ServiceUnavailable {
@@ -36,6 +47,31 @@ pub(crate) struct ConductorSource {
     pub(crate) capi_client: magnum_conf::config::CapiClientSection,
     /// The service user's OpenStack (Keystone's catalogue, Octavia), when configured.
     pub(crate) openstack: Option<Arc<magnum_openstack::OpenStack>>,
+}
+
+impl ConductorSource {
+    /// A session acting as the cluster's own application credential (scoped to its
+    /// project); `None` without a cloud or a kept credential.
+    async fn cluster_session(
+        &self,
+        cluster: &Cluster,
+    ) -> Result<Option<magnum_openstack::session::Session>> {
+        let (Some(os), Some(kept)) = (self.openstack.as_ref(), self.inner.credentials.get()) else {
+            return Ok(None);
+        };
+        let Some(cred) = magnum_openstack::credentials::fetch(kept, cluster.uuid.as_str())
+            .await
+            .map_err(unavailable)?
+        else {
+            return Ok(None);
+        };
+        let svc = os.service_session().await.map_err(unavailable)?;
+        let auth_url = svc.endpoint(ServiceType::Identity).map_err(unavailable)?;
+        os.credential_session(&auth_url, &cred.id, &cred.secret)
+            .await
+            .map(Some)
+            .map_err(unavailable)
+    }
 }
 
 fn refs(c: &Cluster) -> ClusterCertRefs {
@@ -171,6 +207,45 @@ impl Source for ConductorSource {
                 .await
                 .map_err(unavailable)?,
         })
+    }
+
+    async fn server_groups(&self, cluster: &Cluster) -> Result<Option<Vec<ServerGroup>>> {
+        let Some(s) = self.cluster_session(cluster).await? else {
+            return Ok(None);
+        };
+        let all = resources::server_groups(&s).await.map_err(nova)?;
+        Ok(Some(
+            all.into_iter()
+                .map(|g| ServerGroup {
+                    id: g.id,
+                    name: g.name,
+                })
+                .collect(),
+        ))
+    }
+
+    async fn create_server_group(
+        &self,
+        cluster: &Cluster,
+        name: &str,
+        policy: &str,
+    ) -> Result<String> {
+        let s = self
+            .cluster_session(cluster)
+            .await?
+            .ok_or_else(|| Error::Internal("the cluster has no kept credential".into()))?;
+        let g = resources::create_server_group(&s, name, policy)
+            .await
+            .map_err(nova)?;
+        tracing::info!(cluster = %cluster.uuid, group = %g.id, %name, %policy, "server group made");
+        Ok(g.id)
+    }
+
+    async fn delete_server_group(&self, cluster: &Cluster, id: &str) -> Result<()> {
+        let Some(s) = self.cluster_session(cluster).await? else {
+            return Ok(());
+        };
+        resources::delete_server_group(&s, id).await.map_err(nova)
     }
 
     async fn cloud(&self, cluster: &Cluster) -> Result<Option<CloudConfig>> {

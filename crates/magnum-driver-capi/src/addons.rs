@@ -914,6 +914,7 @@ pub(crate) mod tests {
             flavors: &[],
             volume_types: &crate::render::NO_VOLUME_TYPES,
             autoscaler_repository: "registry.k8s.io/autoscaling",
+            server_groups: &crate::render::NO_SERVER_GROUPS,
         }
     }
 

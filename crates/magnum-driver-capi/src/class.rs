@@ -405,6 +405,9 @@ fn variables() -> Vec<Value> {
         var("runtimeVolume", false, volume()),
         var("bootVolume", false, volume()),
         var("differentFailureDomain", false, boolean(false)),
+        // The Nova server group of the control plane (global) or of a nodegroup (its
+        // override); empty: none (clusters made before server groups keep their machines).
+        var("serverGroupID", false, string("")),
         var("controlPlaneAvailabilityZones", false, strings()),
         var("apiServerFloatingIP", false, string("")),
         var("disableAPIServerFloatingIP", false, boolean(false)),
@@ -460,6 +463,11 @@ fn patches() -> Vec<Value> {
             ),
         ]
     };
+    let server_group = from_template(
+        "add",
+        &format!("{SPEC}/serverGroup"),
+        "{\"id\": {{ .serverGroupID | toJson }}}",
+    );
     let (cp_disks, cp_mounts) = disk_setup(true);
     let (w_disks, w_mounts) = disk_setup(false);
     let kubelet_arg = |path: &str| add_arg(path, "tls-cipher-suites", ".kubeletTLSCipherSuites");
@@ -577,6 +585,16 @@ fn patches() -> Vec<Value> {
                     ),
                 ],
             )],
+        ),
+        // Every nodegroup of a cluster with a control-plane group has its own (the driver
+        // sees to it), so the global value can enable the workers' patch too.
+        patch(
+            "serverGroup",
+            Some("{{ if .serverGroupID }}true{{ end }}"),
+            vec![
+                definition(&cp_osmt, vec![server_group.clone()]),
+                definition(&w_osmt, vec![server_group]),
+            ],
         ),
         patch(
             "workerBootVolume",

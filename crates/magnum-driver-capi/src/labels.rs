@@ -381,7 +381,7 @@ pub const TABLE: &[Spec] = &[
         "soft-anti-affinity",
         Parser::List { item: Item::Policy },
         NG,
-        "server group (validated; not created yet)",
+        "Nova server group (serverGroupID)",
         M,
     ),
     spec(

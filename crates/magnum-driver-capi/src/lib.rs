@@ -14,6 +14,7 @@ mod health;
 pub mod kube;
 pub mod labels;
 pub mod render;
+mod server_groups;
 #[cfg(test)]
 mod stand_in_tests;
 pub mod status;
@@ -69,7 +70,28 @@ pub trait Source: Send + Sync {
     async fn volume_types(&self) -> Result<render::VolumeTypes> {
         Ok(render::VolumeTypes::default())
     }
+    /// The Nova server groups of the cluster's project, seen with the cluster's own
+    /// application credential; `None` without a cloud or a kept credential.
+    async fn server_groups(&self, _cluster: &Cluster) -> Result<Option<Vec<ServerGroup>>> {
+        Ok(None)
+    }
+    /// Makes a server group in the cluster's project; its id.
+    async fn create_server_group(
+        &self,
+        _cluster: &Cluster,
+        name: &str,
+        _policy: &str,
+    ) -> Result<String> {
+        Err(Error::Internal(format!(
+            "no cloud to make the server group {name} in"
+        )))
+    }
+    async fn delete_server_group(&self, _cluster: &Cluster, _id: &str) -> Result<()> {
+        Ok(())
+    }
 }
+
+pub use server_groups::ServerGroup;
 
 /// A load balancer as the delete sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -297,6 +319,16 @@ impl CapiDriver {
             }),
             _ => render::VolumeTypes::default(),
         };
+        // Made before the Cluster exists; looked up at every later render, so a Cluster
+        // applied again keeps its machines' groups.
+        let new = mgmt.get(Kind::Cluster, stack_id).await?.is_none();
+        let server_groups = match self.source() {
+            Ok(source) => {
+                server_groups::ensure(source.as_ref(), cluster, template, ngs, stack_id, new)
+                    .await?
+            }
+            Err(_) => render::ServerGroups::default(),
+        };
         let inputs = Inputs {
             cluster,
             template,
@@ -311,6 +343,7 @@ impl CapiDriver {
             flavors: &flavors,
             volume_types: &volume_types,
             autoscaler_repository: &self.shared.autoscaler_repository,
+            server_groups: &server_groups,
         };
         if with_secrets {
             for obj in render::cluster_class(mgmt.namespace()) {
@@ -1176,7 +1209,22 @@ impl Driver for CapiDriver {
         let mut deleting = nodegroup.clone();
         deleting.status = Some(S::DeleteInProgress);
         let ngs = self.nodegroups_with(cluster, &deleting).await?;
-        self.reconcile(ctx, cluster, &ngs).await
+        self.reconcile(ctx, cluster, &ngs).await?;
+        // Its machines leave the group as CAPO deletes them; Nova lets it go before.
+        if let (Some(stack_id), Ok(source)) = (
+            cluster.stack_id.as_deref().filter(|s| !s.is_empty()),
+            self.source(),
+        ) && let Err(e) = server_groups::remove(
+            source.as_ref(),
+            cluster,
+            stack_id,
+            Some(nodegroup.name.as_str()),
+        )
+        .await
+        {
+            tracing::warn!(cluster = %cluster.uuid, nodegroup = %nodegroup.name, error = %e, "the nodegroup's server group is left in Nova");
+        }
+        Ok(())
     }
 
     fn probes_workload_health(&self) -> bool {
@@ -1421,6 +1469,12 @@ impl CapiDriver {
         if let Some(s) = stack_id
             && remove_autoscaler(mgmt, s).await.is_err()
         {
+            ok = false;
+        }
+        if let (Some(s), Ok(source)) = (stack_id, self.source())
+            && let Err(e) = server_groups::remove(source.as_ref(), cluster, s, None).await
+        {
+            tracing::warn!(cluster = %cluster.uuid, error = %e, "cleanup: server groups");
             ok = false;
         }
         if let Some(s) = stack_id {

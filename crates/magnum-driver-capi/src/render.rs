@@ -12,6 +12,7 @@ use base64::Engine as _;
 use magnum_core::model::{Cluster, ClusterTemplate, Labels, Nodegroup, NodegroupRole, label};
 use magnum_core::status::ClusterStatus;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 use super::kube::Kind;
 use super::labels::{Resolved, Scope};
@@ -97,7 +98,25 @@ pub struct Inputs<'a> {
     pub volume_types: &'a VolumeTypes,
     /// `[auto_scaling] image_repository` (a `container_infra_prefix` wins).
     pub autoscaler_repository: &'a str,
+    /// The Nova server groups of the control plane and nodegroups (none: no cloud, or a
+    /// cluster made before the driver made them).
+    pub server_groups: &'a ServerGroups,
 }
+
+/// The Nova server groups of a cluster's machines, by id.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServerGroups {
+    /// The control plane's; empty: the cluster has none.
+    pub control_plane: String,
+    /// Each nodegroup's, by nodegroup name.
+    pub workers: BTreeMap<String, String>,
+}
+
+/// No server groups.
+pub static NO_SERVER_GROUPS: ServerGroups = ServerGroups {
+    control_plane: String::new(),
+    workers: BTreeMap::new(),
+};
 
 /// No volume types known (no StorageClasses).
 pub static NO_VOLUME_TYPES: VolumeTypes = VolumeTypes {
@@ -317,6 +336,9 @@ fn machine_deployment(ng: &Nodegroup, i: &Inputs<'_>) -> Value {
     overrides.push(
         json!({"name": "differentFailureDomain", "value": l.bool("different_failure_domain")}),
     );
+    // Explicit even when empty: the global value is the control plane's group.
+    let group = i.server_groups.workers.get(ng.name.as_str());
+    overrides.push(json!({"name": "serverGroupID", "value": group.map_or("", String::as_str)}));
     overrides.push(json!({"name": "nodeLabels", "value": node_labels(ng)}));
     overrides.push(json!({"name": "nodeTaints", "value": node_taints(ng)}));
     md["variables"] = json!({"overrides": overrides});
@@ -463,6 +485,7 @@ fn variables(i: &Inputs<'_>) -> Vec<Value> {
         }}),
         json!({"name": "bootVolume", "value": boot_volume(&cp, &l, az)}),
         json!({"name": "differentFailureDomain", "value": cp.bool("different_failure_domain")}),
+        json!({"name": "serverGroupID", "value": i.server_groups.control_plane}),
         json!({"name": "controlPlaneAvailabilityZones", "value": l.list("control_plane_availability_zones")}),
         json!({"name": "apiServerFloatingIP", "value": text("api_server_floating_ip")}),
         json!({"name": "disableAPIServerFloatingIP", "value": !l.bool("master_lb_floating_ip_enabled")}),
@@ -698,6 +721,7 @@ pub(crate) mod tests {
             flavors: &[],
             volume_types: &crate::render::NO_VOLUME_TYPES,
             autoscaler_repository: "registry.k8s.io/autoscaling",
+            server_groups: &NO_SERVER_GROUPS,
         }
     }
 

@@ -152,6 +152,17 @@ async fn every_label_reaches_the_objects_the_topology_controller_creates() {
     crate::check_labels(&c, &t, &ngs).unwrap();
     let addons = Addons::default();
     let stack = "kube-pt0001";
+    // The control plane's group and each nodegroup's, as Nova made them.
+    let groups = render::ServerGroups {
+        control_plane: "0b9c8f8e-0000-4000-8000-000000000001".into(),
+        workers: [
+            ("default-worker", "0b9c8f8e-0000-4000-8000-000000000002"),
+            ("gpu", "0b9c8f8e-0000-4000-8000-000000000003"),
+        ]
+        .into_iter()
+        .map(|(n, id)| (n.to_owned(), id.to_owned()))
+        .collect(),
+    };
     let inputs = Inputs {
         cluster: &c,
         template: &t,
@@ -169,6 +180,7 @@ async fn every_label_reaches_the_objects_the_topology_controller_creates() {
             default: Some("standard".into()),
         },
         autoscaler_repository: "registry.k8s.io/autoscaling",
+        server_groups: &groups,
     };
     for obj in render::cluster_class(mgmt.namespace())
         .iter()
@@ -324,7 +336,21 @@ async fn every_label_reaches_the_objects_the_topology_controller_creates() {
         cp["schedulerHintAdditionalProperties"][0]["value"],
         json!({"type": "Bool", "bool": true})
     );
+    // Each machine template names its own server group (the workers' overrides win over
+    // the control plane's global value).
+    assert_eq!(
+        cp["serverGroup"],
+        json!({"id": "0b9c8f8e-0000-4000-8000-000000000001"})
+    );
     let w = by_role("md-default-worker");
+    assert_eq!(
+        w["serverGroup"],
+        json!({"id": "0b9c8f8e-0000-4000-8000-000000000002"})
+    );
+    assert_eq!(
+        by_role("md-gpu")["serverGroup"],
+        json!({"id": "0b9c8f8e-0000-4000-8000-000000000003"})
+    );
     assert_eq!(w["rootVolume"]["sizeGiB"], 40);
     assert_eq!(
         w["ports"],

@@ -262,3 +262,104 @@ pub async fn delete_load_balancer(s: &Session, id: &str) -> Result<(), OsError> 
         }),
     }
 }
+
+/// A Nova server group of the session's project.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerGroup {
+    pub id: String,
+    pub name: String,
+    pub policy: String,
+}
+
+/// Compute 2.15 takes the soft policies, and still the `policies` list.
+const SERVER_GROUP_VERSION: [(&str, &str); 1] = [("OpenStack-API-Version", "compute 2.15")];
+
+/// The server groups of the session's project.
+pub async fn server_groups(s: &Session) -> Result<Vec<ServerGroup>, OsError> {
+    let svc = ServiceType::Compute;
+    let (status, text) = s
+        .call_with(
+            svc,
+            reqwest::Method::GET,
+            "/os-server-groups",
+            crate::session::Body::None,
+            "application/json",
+            &SERVER_GROUP_VERSION,
+        )
+        .await?;
+    if !(200..300).contains(&status) {
+        return Err(OsError::Status {
+            service: svc,
+            status,
+            detail: crate::error::message_of(&text),
+        });
+    }
+    let v = crate::session::parse(svc, &text)?;
+    Ok(v["server_groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|g| {
+            Some(ServerGroup {
+                id: g["id"].as_str()?.to_owned(),
+                name: g["name"].as_str().unwrap_or_default().to_owned(),
+                policy: g["policies"][0].as_str().unwrap_or_default().to_owned(),
+            })
+        })
+        .collect())
+}
+
+/// Creates a server group with one policy (Nova takes exactly one).
+pub async fn create_server_group(
+    s: &Session,
+    name: &str,
+    policy: &str,
+) -> Result<ServerGroup, OsError> {
+    let svc = ServiceType::Compute;
+    let body = serde_json::json!({"server_group": {"name": name, "policies": [policy]}});
+    let (status, text) = s
+        .call_with(
+            svc,
+            reqwest::Method::POST,
+            "/os-server-groups",
+            crate::session::Body::Json(&body),
+            "application/json",
+            &SERVER_GROUP_VERSION,
+        )
+        .await?;
+    if !(200..300).contains(&status) {
+        return Err(OsError::Status {
+            service: svc,
+            status,
+            detail: crate::error::message_of(&text),
+        });
+    }
+    let v = crate::session::parse(svc, &text)?;
+    let g = &v["server_group"];
+    Ok(ServerGroup {
+        id: g["id"].as_str().unwrap_or_default().to_owned(),
+        name: name.to_owned(),
+        policy: policy.to_owned(),
+    })
+}
+
+/// Deletes a server group; one already gone is no error.
+pub async fn delete_server_group(s: &Session, id: &str) -> Result<(), OsError> {
+    let (status, text) = s
+        .call(
+            ServiceType::Compute,
+            reqwest::Method::DELETE,
+            &format!("/os-server-groups/{}", segment(id)),
+            crate::session::Body::None,
+            "application/json",
+        )
+        .await?;
+    match status {
+        200..=299 | 404 => Ok(()),
+        s => Err(OsError::Status {
+            service: ServiceType::Compute,
+            status: s,
+            detail: crate::error::message_of(&text),
+        }),
+    }
+}

@@ -185,12 +185,50 @@ impl OpenStack {
                 "no service credentials: set auth_url, auth_type and the user's credentials".into(),
             ));
         };
+        let (token, until, catalog) = self.issue(auth_url, &auth_body(creds)).await?;
+        let out = (Arc::<str>::from(token.as_str()), catalog.clone());
+        *slot = Some(ServiceToken {
+            token,
+            catalog,
+            until,
+        });
+        Ok(out)
+    }
+
+    /// A session acting as an application credential (a cluster's own, scoped to its
+    /// project); its token is not cached.
+    pub async fn credential_session(
+        self: &Arc<Self>,
+        auth_url: &str,
+        id: &str,
+        secret: &str,
+    ) -> Result<Session, OsError> {
+        let creds = ServiceCredentials::ApplicationCredential {
+            id: Some(id.to_owned()),
+            name: None,
+            user: None,
+            secret: secret.to_owned(),
+        };
+        let (token, _, catalog) = self.issue(auth_url, &auth_body(&creds)).await?;
+        Ok(Session {
+            os: self.clone(),
+            token: token.into(),
+            catalog,
+            service: false,
+        })
+    }
+
+    /// Asks Keystone for a token: the token, when to renew it, its catalogue.
+    async fn issue(
+        &self,
+        auth_url: &str,
+        body: &Value,
+    ) -> Result<(String, Instant, Arc<Catalog>), OsError> {
         let identity = crate::catalog::identity_v3(auth_url);
-        let body = auth_body(creds);
         let resp = self
             .http
             .post(format!("{identity}/auth/tokens"))
-            .json(&body)
+            .json(body)
             .send()
             .await
             .map_err(|e| OsError::Unavailable {
@@ -230,14 +268,7 @@ impl OpenStack {
             .and_then(|t| (t.with_timezone(&Utc) - Utc::now()).to_std().ok())
             .map(|left| Instant::now() + left.saturating_sub(Duration::from_secs(60)))
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(300));
-        let catalog = Arc::new(Catalog::from_token_body(&body));
-        let out = (Arc::<str>::from(token.as_str()), catalog.clone());
-        *slot = Some(ServiceToken {
-            token,
-            catalog,
-            until,
-        });
-        Ok(out)
+        Ok((token, until, Arc::new(Catalog::from_token_body(&body))))
     }
 
     fn filter(&self, service: ServiceType) -> EndpointFilter {
@@ -336,6 +367,20 @@ impl Session {
         body: Body<'_>,
         accept: &str,
     ) -> Result<(u16, String), OsError> {
+        self.call_with(service, method, path, body, accept, &[])
+            .await
+    }
+
+    /// [`Session::call`] with extra headers (a microversion).
+    pub async fn call_with(
+        &self,
+        service: ServiceType,
+        method: reqwest::Method,
+        path: &str,
+        body: Body<'_>,
+        accept: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<(u16, String), OsError> {
         let url = if path.starts_with("http://") || path.starts_with("https://") {
             path.to_owned()
         } else {
@@ -350,6 +395,9 @@ impl Session {
                 .header("X-Auth-Token", token.as_ref())
                 .header("Accept", accept)
                 .header("User-Agent", "magnum-rs");
+            for (k, v) in headers {
+                req = req.header(*k, *v);
+            }
             if let Body::Json(v) = &body {
                 req = req.json(v);
             }

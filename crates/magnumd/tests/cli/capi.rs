@@ -1302,6 +1302,48 @@ fn in_the_cloud_a_delete_takes_the_cloud_controllers_load_balancers_first() {
     );
     let done = wait_for(cli, CLOUD, "lb", 120, status_is("CREATE_COMPLETE"));
     let stack_id = done["cluster_id"].as_str().unwrap().to_owned();
+
+    // Nova server groups (server_group_policies, default soft-anti-affinity): the control
+    // plane's and the worker nodegroup's, made in the cluster's project with its own
+    // credential, each named in its machine template.
+    let ours = |g: &&Value| {
+        g["name"]
+            .as_str()
+            .is_some_and(|n| n == stack_id || n.starts_with(&format!("{stack_id}-")))
+    };
+    let groups: Vec<Value> = c.server_groups().iter().filter(ours).cloned().collect();
+    let group = |name: &str| {
+        groups
+            .iter()
+            .find(|g| g["name"] == name)
+            .unwrap_or_else(|| panic!("no server group {name} in Nova: {groups:?}"))
+    };
+    let (cp_group, worker_group) = (
+        group(&stack_id),
+        group(&format!("{stack_id}-default-worker")),
+    );
+    assert_eq!(groups.len(), 2, "{groups:?}");
+    for g in [cp_group, worker_group] {
+        assert_eq!(g["policies"], json!(["soft-anti-affinity"]), "{g}");
+        assert_eq!(
+            g["project_id"], done["project_id"],
+            "the cluster's project: {g}"
+        );
+    }
+    let osmts = kube.list(
+        "infrastructure.cluster.x-k8s.io/v1beta1",
+        "openstackmachinetemplates",
+        &format!("cluster.x-k8s.io/cluster-name={stack_id}"),
+    );
+    let mut named: Vec<String> = osmts
+        .iter()
+        .map(|o| o["spec"]["template"]["spec"]["serverGroup"]["id"].to_string())
+        .collect();
+    named.sort();
+    let mut want = vec![cp_group["id"].to_string(), worker_group["id"].to_string()];
+    want.sort();
+    assert_eq!(named, want, "each machine template names its group");
+
     let secret = kube.get(&format!(
         "/api/v1/namespaces/magnum-system/secrets/{stack_id}-cloud-config"
     ));
@@ -1499,6 +1541,8 @@ fn in_the_cloud_a_delete_takes_the_cloud_controllers_load_balancers_first() {
     wait_all_deleted(cli, 120);
     let uuid = done["uuid"].as_str().unwrap();
     assert!(leftovers(&kube, uuid, &stack_id).is_empty());
+    let left: Vec<Value> = c.server_groups().iter().filter(ours).cloned().collect();
+    assert!(left.is_empty(), "server groups left in Nova: {left:?}");
 }
 
 /// The stand-in's and the simulated controller's own self-tests (test-support/kube): the

@@ -140,6 +140,31 @@ print(json.dumps({"status": r.status_code, "body": r.json() if r.content else No
         )
     }
 
+    /// Every project's Nova server groups (`id`, `name`, `project_id`, `policies`), read as
+    /// Magnum's service user (an admin).
+    pub(crate) fn server_groups(&self) -> Vec<Value> {
+        let script = r#"
+import json, sys
+from keystoneauth1 import session
+from keystoneauth1.identity import v3
+auth_url, password, region = sys.argv[1:4]
+s = session.Session(auth=v3.Password(auth_url=auth_url, username="magnum", password=password,
+    project_name="service", user_domain_id="default", project_domain_id="default"))
+r = s.get("/os-server-groups?all_projects=True", endpoint_filter={"service_type": "compute",
+    "region_name": region, "interface": "public"}, headers={"OpenStack-API-Version": "compute 2.15"})
+print(json.dumps(r.json()["server_groups"]))
+"#;
+        let v = self.python(
+            script,
+            &[
+                &self.ks["MAGNUM_TEST_AUTH_URL"],
+                &self.ks["MAGNUM_TEST_SERVICE_PASSWORD"],
+                self.region(),
+            ],
+        );
+        v.as_array().cloned().unwrap_or_default()
+    }
+
     /// Runs `script` with the Keystone venv's python (keystoneauth1); it prints one JSON line.
     fn python(&self, script: &str, args: &[&str]) -> Value {
         let out = Command::new(format!("{}/bin/python", self.ks["MAGNUM_TEST_VENV"]))

@@ -1,0 +1,253 @@
+//! Nova server groups for `server_group_policies`, as magnum-cluster-api names them:
+//! `<stack_id>` for the control plane, `<stack_id>-<nodegroup>` for each nodegroup, made in the
+//! cluster's project with its own application credential. CAPO puts each machine into its
+//! template's group. A cluster made before the driver made groups gets none at later
+//! operations: adding one would change every machine template and roll every machine.
+
+use magnum_core::Result;
+use magnum_core::model::{Cluster, ClusterTemplate, Nodegroup, NodegroupRole};
+
+use super::render::{ServerGroups, nodegroup_labels};
+use super::{Source, deleting};
+
+/// A server group as the driver sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerGroup {
+    pub id: String,
+    pub name: String,
+}
+
+/// Nova takes one policy per group: the first the label names, else the label's default.
+fn policy(ng: Option<&Nodegroup>, c: &Cluster, t: &ClusterTemplate) -> String {
+    nodegroup_labels(ng, c, t)
+        .list("server_group_policies")
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "soft-anti-affinity".to_owned())
+}
+
+fn worker_name(stack_id: &str, ng: &str) -> String {
+    format!("{stack_id}-{ng}")
+}
+
+/// The groups of the cluster's machines, made where missing: all of them when the cluster
+/// is being made (`new`), else only when its control plane already has one.
+pub(crate) async fn ensure(
+    source: &dyn Source,
+    cluster: &Cluster,
+    template: &ClusterTemplate,
+    ngs: &[Nodegroup],
+    stack_id: &str,
+    new: bool,
+) -> Result<ServerGroups> {
+    let Some(existing) = source.server_groups(cluster).await? else {
+        return Ok(ServerGroups::default());
+    };
+    let find = |name: &str| {
+        existing
+            .iter()
+            .find(|g| g.name == name)
+            .map(|g| g.id.clone())
+    };
+    let control_plane = match find(stack_id) {
+        Some(id) => id,
+        None if new => {
+            source
+                .create_server_group(cluster, stack_id, &policy(None, cluster, template))
+                .await?
+        }
+        None => return Ok(ServerGroups::default()),
+    };
+    let mut out = ServerGroups {
+        control_plane,
+        ..ServerGroups::default()
+    };
+    for ng in ngs
+        .iter()
+        .filter(|n| n.role != NodegroupRole::Master && !deleting(n))
+    {
+        let name = worker_name(stack_id, ng.name.as_str());
+        let id = match find(&name) {
+            Some(id) => id,
+            None => {
+                source
+                    .create_server_group(cluster, &name, &policy(Some(ng), cluster, template))
+                    .await?
+            }
+        };
+        out.workers.insert(ng.name.to_string(), id);
+    }
+    Ok(out)
+}
+
+/// Deletes the groups of the cluster (`nodegroup`: of that nodegroup only).
+pub(crate) async fn remove(
+    source: &dyn Source,
+    cluster: &Cluster,
+    stack_id: &str,
+    nodegroup: Option<&str>,
+) -> Result<()> {
+    let Some(existing) = source.server_groups(cluster).await? else {
+        return Ok(());
+    };
+    let prefix = format!("{stack_id}-");
+    let ours = |g: &ServerGroup| match nodegroup {
+        Some(ng) => g.name == worker_name(stack_id, ng),
+        None => g.name == stack_id || g.name.starts_with(&prefix),
+    };
+    for g in existing.iter().filter(|g| ours(g)) {
+        source.delete_server_group(cluster, &g.id).await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+    use magnum_core::status::ClusterStatus;
+    use magnum_core::{Error, RequestContext};
+    use serde_json::json;
+
+    use super::*;
+    use crate::LoadBalancer;
+    use crate::render::tests::{cluster, nodegroup, template};
+    use crate::render::{Cas, CloudConfig};
+
+    /// Nova's groups of one project, in memory.
+    #[derive(Default)]
+    struct Nova {
+        groups: Mutex<Vec<(ServerGroup, String)>>,
+    }
+
+    #[async_trait]
+    impl Source for Nova {
+        async fn template(&self, _: &Cluster) -> Result<ClusterTemplate> {
+            Err(Error::Internal("not used".into()))
+        }
+        async fn nodegroups(&self, _: &Cluster) -> Result<Vec<Nodegroup>> {
+            Ok(Vec::new())
+        }
+        async fn cas(&self, _: &RequestContext, _: &Cluster) -> Result<Cas> {
+            Err(Error::Internal("not used".into()))
+        }
+        async fn cloud(&self, _: &Cluster) -> Result<Option<CloudConfig>> {
+            Ok(None)
+        }
+        async fn load_balancers(&self, _: &Cluster) -> Result<Vec<LoadBalancer>> {
+            Ok(Vec::new())
+        }
+        async fn delete_load_balancer(&self, _: &Cluster, _: &str) -> Result<()> {
+            Ok(())
+        }
+        async fn server_groups(&self, _: &Cluster) -> Result<Option<Vec<ServerGroup>>> {
+            Ok(Some(
+                self.groups
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .map(|g| g.0.clone())
+                    .collect(),
+            ))
+        }
+        async fn create_server_group(
+            &self,
+            _: &Cluster,
+            name: &str,
+            policy: &str,
+        ) -> Result<String> {
+            let mut groups = self.groups.lock().unwrap();
+            let id = format!("g{}", groups.len() + 1);
+            let g = ServerGroup {
+                id: id.clone(),
+                name: name.to_owned(),
+            };
+            groups.push((g, policy.to_owned()));
+            Ok(id)
+        }
+        async fn delete_server_group(&self, _: &Cluster, id: &str) -> Result<()> {
+            self.groups.lock().unwrap().retain(|g| g.0.id != id);
+            Ok(())
+        }
+    }
+
+    impl Nova {
+        fn named(&self) -> Vec<(String, String)> {
+            let groups = self.groups.lock().unwrap();
+            groups
+                .iter()
+                .map(|(g, p)| (g.name.clone(), p.clone()))
+                .collect()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_new_cluster_gets_one_group_per_nodegroup_and_an_old_one_none() {
+        let nova = Nova::default();
+        let mut c = cluster();
+        c.labels =
+            serde_json::from_value(json!({"server_group_policies": "anti-affinity,affinity"}))
+                .unwrap();
+        let t = template();
+        let mut gpu = nodegroup("gpu", NodegroupRole::Worker, 1);
+        gpu.labels =
+            serde_json::from_value(json!({"server_group_policies": "soft-affinity"})).unwrap();
+        let mut gone = nodegroup("old", NodegroupRole::Worker, 1);
+        gone.status = Some(ClusterStatus::DeleteInProgress);
+        let ngs = vec![
+            nodegroup("default-master", NodegroupRole::Master, 1),
+            nodegroup("default-worker", NodegroupRole::Worker, 2),
+            gpu,
+            gone,
+        ];
+
+        // A cluster made before server groups: nothing made, nothing named.
+        let old = ensure(&nova, &c, &t, &ngs, "kube-old01", false)
+            .await
+            .unwrap();
+        assert_eq!(old, ServerGroups::default());
+        assert!(nova.named().is_empty());
+
+        let made = ensure(&nova, &c, &t, &ngs, "kube-ab12c", true)
+            .await
+            .unwrap();
+        assert_eq!(
+            nova.named(),
+            [
+                ("kube-ab12c".to_owned(), "anti-affinity".to_owned()),
+                (
+                    "kube-ab12c-default-worker".to_owned(),
+                    "anti-affinity".to_owned()
+                ),
+                ("kube-ab12c-gpu".to_owned(), "soft-affinity".to_owned()),
+            ],
+            "the first policy; a nodegroup's own label wins; none for a nodegroup being deleted"
+        );
+        assert_eq!(made.control_plane, "g1");
+        assert_eq!(made.workers.get("gpu").map(String::as_str), Some("g3"));
+
+        // Later renders find them; a nodegroup added later gets its own.
+        let mut more = ngs.clone();
+        more.push(nodegroup("extra", NodegroupRole::Worker, 1));
+        let again = ensure(&nova, &c, &t, &more, "kube-ab12c", false)
+            .await
+            .unwrap();
+        assert_eq!(again.control_plane, made.control_plane);
+        assert_eq!(again.workers.len(), 3);
+        assert_eq!(nova.named().len(), 4);
+
+        // A nodegroup's delete takes its group; the cluster's, the rest (and no other's).
+        nova.create_server_group(&c, "kube-ab12cd", "affinity")
+            .await
+            .unwrap();
+        remove(&nova, &c, "kube-ab12c", Some("gpu")).await.unwrap();
+        assert!(!nova.named().iter().any(|(n, _)| n == "kube-ab12c-gpu"));
+        remove(&nova, &c, "kube-ab12c", None).await.unwrap();
+        assert_eq!(
+            nova.named(),
+            [("kube-ab12cd".to_owned(), "affinity".to_owned())]
+        );
+    }
+}
