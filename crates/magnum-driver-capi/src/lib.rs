@@ -319,15 +319,24 @@ impl CapiDriver {
             }),
             _ => render::VolumeTypes::default(),
         };
-        // Made before the Cluster exists; looked up at every later render, so a Cluster
-        // applied again keeps its machines' groups.
-        let new = mgmt.get(Kind::Cluster, stack_id).await?.is_none();
+        // Made before the Cluster exists; later renders keep what the live Cluster names.
+        let live = mgmt.get(Kind::Cluster, stack_id).await?;
         let server_groups = match self.source() {
             Ok(source) => {
-                server_groups::ensure(source.as_ref(), cluster, template, ngs, stack_id, new)
-                    .await?
+                server_groups::ensure(
+                    source.as_ref(),
+                    live.as_ref(),
+                    cluster,
+                    template,
+                    ngs,
+                    stack_id,
+                )
+                .await?
             }
-            Err(_) => render::ServerGroups::default(),
+            Err(_) => live
+                .as_ref()
+                .map(server_groups::from_live)
+                .unwrap_or_default(),
         };
         let inputs = Inputs {
             cluster,

@@ -1,11 +1,14 @@
 //! Nova server groups for `server_group_policies`, as magnum-cluster-api names them:
 //! `<stack_id>` for the control plane, `<stack_id>-<nodegroup>` for each nodegroup, made in the
 //! cluster's project with its own application credential. CAPO puts each machine into its
-//! template's group. A cluster made before the driver made groups gets none at later
-//! operations: adding one would change every machine template and roll every machine.
+//! template's group. After the create, the live Cluster says which groups its machines have:
+//! Nova is asked only for a nodegroup that has none yet, and a Nova or Keystone outage can
+//! never drop a group from a template (that would roll every machine). A cluster made before
+//! the driver made groups gets none, for the same reason.
 
 use magnum_core::Result;
 use magnum_core::model::{Cluster, ClusterTemplate, Nodegroup, NodegroupRole};
+use serde_json::Value;
 
 use super::render::{ServerGroups, nodegroup_labels};
 use super::{Source, deleting};
@@ -30,18 +33,66 @@ fn worker_name(stack_id: &str, ng: &str) -> String {
     format!("{stack_id}-{ng}")
 }
 
-/// The groups of the cluster's machines, made where missing: all of them when the cluster
-/// is being made (`new`), else only when its control plane already has one.
+/// The `serverGroupID` in a topology variables list, when set.
+fn variable(vars: &Value) -> Option<String> {
+    vars.as_array()?
+        .iter()
+        .find(|v| v["name"] == "serverGroupID")?["value"]
+        .as_str()
+        .filter(|id| !id.is_empty())
+        .map(str::to_owned)
+}
+
+/// The groups a live Cluster's machines have.
+pub(crate) fn from_live(live: &Value) -> ServerGroups {
+    let topology = &live["spec"]["topology"];
+    let Some(control_plane) = variable(&topology["variables"]) else {
+        return ServerGroups::default();
+    };
+    let workers = topology["workers"]["machineDeployments"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|md| {
+            let id = variable(&md["variables"]["overrides"])?;
+            Some((md["name"].as_str()?.to_owned(), id))
+        })
+        .collect();
+    ServerGroups {
+        control_plane,
+        workers,
+    }
+}
+
+/// The groups of the cluster's machines: at the create (`live` none) all made, or found when
+/// a create is retried; later the live Cluster's, plus one made for each nodegroup without.
 pub(crate) async fn ensure(
     source: &dyn Source,
+    live: Option<&Value>,
     cluster: &Cluster,
     template: &ClusterTemplate,
     ngs: &[Nodegroup],
     stack_id: &str,
-    new: bool,
 ) -> Result<ServerGroups> {
+    let mut out = live.map(from_live).unwrap_or_default();
+    if live.is_some() && out.control_plane.is_empty() {
+        return Ok(out);
+    }
+    let wanted: Vec<&Nodegroup> = ngs
+        .iter()
+        .filter(|n| n.role != NodegroupRole::Master && !deleting(n))
+        .collect();
+    out.workers
+        .retain(|name, _| wanted.iter().any(|n| n.name.as_str() == name));
+    let missing: Vec<&Nodegroup> = wanted
+        .into_iter()
+        .filter(|n| !out.workers.contains_key(n.name.as_str()))
+        .collect();
+    if !out.control_plane.is_empty() && missing.is_empty() {
+        return Ok(out);
+    }
     let Some(existing) = source.server_groups(cluster).await? else {
-        return Ok(ServerGroups::default());
+        return Ok(out);
     };
     let find = |name: &str| {
         existing
@@ -49,23 +100,17 @@ pub(crate) async fn ensure(
             .find(|g| g.name == name)
             .map(|g| g.id.clone())
     };
-    let control_plane = match find(stack_id) {
-        Some(id) => id,
-        None if new => {
-            source
-                .create_server_group(cluster, stack_id, &policy(None, cluster, template))
-                .await?
-        }
-        None => return Ok(ServerGroups::default()),
-    };
-    let mut out = ServerGroups {
-        control_plane,
-        ..ServerGroups::default()
-    };
-    for ng in ngs
-        .iter()
-        .filter(|n| n.role != NodegroupRole::Master && !deleting(n))
-    {
+    if out.control_plane.is_empty() {
+        out.control_plane = match find(stack_id) {
+            Some(id) => id,
+            None => {
+                source
+                    .create_server_group(cluster, stack_id, &policy(None, cluster, template))
+                    .await?
+            }
+        };
+    }
+    for ng in missing {
         let name = worker_name(stack_id, ng.name.as_str());
         let id = match find(&name) {
             Some(id) => id,
@@ -120,6 +165,8 @@ mod tests {
     #[derive(Default)]
     struct Nova {
         groups: Mutex<Vec<(ServerGroup, String)>>,
+        /// Every call fails, as when Nova or Keystone is away.
+        down: std::sync::atomic::AtomicBool,
     }
 
     #[async_trait]
@@ -143,6 +190,11 @@ mod tests {
             Ok(())
         }
         async fn server_groups(&self, _: &Cluster) -> Result<Option<Vec<ServerGroup>>> {
+            if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(Error::ServiceUnavailable {
+                    message: "Nova is away".into(),
+                });
+            }
             Ok(Some(
                 self.groups
                     .lock()
@@ -204,13 +256,15 @@ mod tests {
         ];
 
         // A cluster made before server groups: nothing made, nothing named.
-        let old = ensure(&nova, &c, &t, &ngs, "kube-old01", false)
+        let before =
+            json!({"spec": {"topology": {"variables": [{"name": "kubeTag", "value": "v1"}]}}});
+        let old = ensure(&nova, Some(&before), &c, &t, &ngs, "kube-old01")
             .await
             .unwrap();
         assert_eq!(old, ServerGroups::default());
         assert!(nova.named().is_empty());
 
-        let made = ensure(&nova, &c, &t, &ngs, "kube-ab12c", true)
+        let made = ensure(&nova, None, &c, &t, &ngs, "kube-ab12c")
             .await
             .unwrap();
         assert_eq!(
@@ -227,15 +281,42 @@ mod tests {
         );
         assert_eq!(made.control_plane, "g1");
         assert_eq!(made.workers.get("gpu").map(String::as_str), Some("g3"));
-
-        // Later renders find them; a nodegroup added later gets its own.
-        let mut more = ngs.clone();
-        more.push(nodegroup("extra", NodegroupRole::Worker, 1));
-        let again = ensure(&nova, &c, &t, &more, "kube-ab12c", false)
+        // A retried create finds them.
+        let again = ensure(&nova, None, &c, &t, &ngs, "kube-ab12c")
             .await
             .unwrap();
-        assert_eq!(again.control_plane, made.control_plane);
-        assert_eq!(again.workers.len(), 3);
+        assert_eq!(again, made);
+        assert_eq!(nova.named().len(), 3);
+
+        // Later, the live Cluster names them: Nova is not asked, so it being away drops none.
+        let var = |id: &str| json!([{"name": "serverGroupID", "value": id}]);
+        let live = json!({"spec": {"topology": {
+            "variables": var("g1"),
+            "workers": {"machineDeployments": [
+                {"name": "default-worker", "variables": {"overrides": var("g2")}},
+                {"name": "gpu", "variables": {"overrides": var("g3")}},
+            ]},
+        }}});
+        assert_eq!(from_live(&live), made);
+        nova.down.store(true, std::sync::atomic::Ordering::SeqCst);
+        let kept = ensure(&nova, Some(&live), &c, &t, &ngs, "kube-ab12c")
+            .await
+            .unwrap();
+        assert_eq!(kept, made);
+        // A nodegroup added later needs Nova: its failure fails the operation.
+        let mut more = ngs.clone();
+        more.push(nodegroup("extra", NodegroupRole::Worker, 1));
+        assert!(
+            ensure(&nova, Some(&live), &c, &t, &more, "kube-ab12c")
+                .await
+                .is_err()
+        );
+        nova.down.store(false, std::sync::atomic::Ordering::SeqCst);
+        let grown = ensure(&nova, Some(&live), &c, &t, &more, "kube-ab12c")
+            .await
+            .unwrap();
+        assert_eq!(grown.control_plane, "g1");
+        assert_eq!(grown.workers.get("extra").map(String::as_str), Some("g4"));
         assert_eq!(nova.named().len(), 4);
 
         // A nodegroup's delete takes its group; the cluster's, the rest (and no other's).
