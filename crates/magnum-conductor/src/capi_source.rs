@@ -67,10 +67,19 @@ impl ConductorSource {
         };
         let svc = os.service_session().await.map_err(unavailable)?;
         let auth_url = svc.endpoint(ServiceType::Identity).map_err(unavailable)?;
-        os.credential_session(&auth_url, &cred.id, &cred.secret)
+        match os
+            .credential_session(&auth_url, &cred.id, &cred.secret)
             .await
-            .map(Some)
-            .map_err(unavailable)
+        {
+            Ok(s) => Ok(Some(s)),
+            // Its owner deleted it, or left: the cluster's server groups cannot be reached
+            // with it, and must not hold up a delete forever.
+            Err(e @ magnum_openstack::OsError::Credentials(_)) => {
+                tracing::warn!(cluster = %cluster.uuid, "Keystone refused the cluster's application credential; its server groups are left as they are: {e}");
+                Ok(None)
+            }
+            Err(e) => Err(unavailable(e)),
+        }
     }
 }
 
