@@ -257,6 +257,16 @@ impl Source for ConductorSource {
         resources::delete_server_group(&s, id).await.map_err(nova)
     }
 
+    async fn share_types(&self, cluster: &Cluster) -> Result<Vec<String>> {
+        let Some(s) = self.cluster_session(cluster).await? else {
+            return Ok(Vec::new());
+        };
+        if !s.has_service(ServiceType::SharedFileSystem) {
+            return Ok(Vec::new());
+        }
+        resources::share_types(&s).await.map_err(unavailable)
+    }
+
     async fn cloud(&self, cluster: &Cluster) -> Result<Option<CloudConfig>> {
         let Some(os) = self.openstack.as_ref() else {
             return Ok(None);

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use magnum_conf::config::ClusterApiSection;
+use magnum_core::model::{Cluster, ClusterTemplate};
 use serde_json::{Value, json};
 
 use super::kube::Kind;
@@ -628,16 +629,7 @@ fn storage_classes(types: &super::render::VolumeTypes) -> Vec<Value> {
         .iter()
         .filter(|t| t.as_str() != "__DEFAULT__")
         .map(|t| {
-            let mut name = String::from("block");
-            for part in t
-                .to_lowercase()
-                .split(|c: char| !c.is_ascii_alphanumeric())
-                .filter(|p| !p.is_empty())
-            {
-                name.push('-');
-                name.push_str(part);
-            }
-            let mut meta = json!({"name": name});
+            let mut meta = json!({"name": class_name("block", t)});
             if types.default.as_deref() == Some(t.as_str()) {
                 meta["annotations"] =
                     json!({"storageclass.kubernetes.io/is-default-class": "true"});
@@ -648,6 +640,72 @@ fn storage_classes(types: &super::render::VolumeTypes) -> Vec<Value> {
                 "metadata": meta,
                 "provisioner": "cinder.csi.openstack.org",
                 "parameters": {"type": t},
+                "allowVolumeExpansion": true,
+                "reclaimPolicy": "Delete",
+                "volumeBindingMode": "Immediate",
+            })
+        })
+        .collect()
+}
+
+/// `<prefix>-<type>`: the type in lower case, other runs of characters as `-`.
+fn class_name(prefix: &str, t: &str) -> String {
+    let mut name = String::from(prefix);
+    for part in t
+        .to_lowercase()
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|p| !p.is_empty())
+    {
+        name.push('-');
+        name.push_str(part);
+    }
+    name
+}
+
+/// The share network Manila's StorageClasses name: only with Manila asked for (spec §4.5).
+pub fn manila_share_network(c: &Cluster, t: &ClusterTemplate) -> Option<String> {
+    let on = effective(c, t, "manila_csi_enabled")
+        .is_some_and(|v| super::labels::parse_bool(&v) == Some(true));
+    effective(c, t, "manila_csi_share_network_id")
+        .filter(|n| on && !n.trim().is_empty())
+        .map(|n| n.trim().to_owned())
+}
+
+/// One StorageClass per Manila share type (magnum-cluster-api's): `share-<type>`, shares
+/// made in the cluster's share network, the plugin's credentials from [`manila_secret`].
+fn share_classes(types: &[String], network: &str) -> Vec<Value> {
+    let secret = |what: &str| {
+        [
+            (
+                format!("csi.storage.k8s.io/{what}-secret-name"),
+                "csi-manila-secrets",
+            ),
+            (
+                format!("csi.storage.k8s.io/{what}-secret-namespace"),
+                "kube-system",
+            ),
+        ]
+    };
+    types
+        .iter()
+        .map(|t| {
+            let mut parameters = json!({"type": t, "shareNetworkID": network});
+            for what in [
+                "provisioner",
+                "controller-expand",
+                "node-stage",
+                "node-publish",
+            ] {
+                for (k, v) in secret(what) {
+                    parameters[k] = json!(v);
+                }
+            }
+            json!({
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {"name": class_name("share", t)},
+                "provisioner": "nfs.manila.csi.openstack.org",
+                "parameters": parameters,
                 "allowVolumeExpansion": true,
                 "reclaimPolicy": "Delete",
                 "volumeBindingMode": "Immediate",
@@ -675,17 +733,22 @@ pub fn workload_cloud_config(i: &Inputs<'_>) -> Vec<Value> {
     });
     let mut data = json!({"cloud-config.yaml": b64(&inner.to_string())});
     let chosen = selected(i).0;
+    let mut classes = Vec::new();
     if chosen.contains(&Addon::ManilaCsi) {
         data["csi-manila-secrets.yaml"] = json!(b64(&manila_secret(cloud).to_string()));
+        if let Some(network) = manila_share_network(i.cluster, i.template) {
+            classes.extend(share_classes(i.share_types, &network));
+        }
     }
     if chosen.contains(&Addon::CinderCsi) {
-        for sc in storage_classes(i.volume_types) {
-            let key = format!(
-                "storageclass-{}.yaml",
-                sc["metadata"]["name"].as_str().unwrap_or_default()
-            );
-            data[key] = json!(b64(&sc.to_string()));
-        }
+        classes.extend(storage_classes(i.volume_types));
+    }
+    for sc in classes {
+        let key = format!(
+            "storageclass-{}.yaml",
+            sc["metadata"]["name"].as_str().unwrap_or_default()
+        );
+        data[key] = json!(b64(&sc.to_string()));
     }
     let name = format!("{}-workload-cloud-config", i.stack_id);
     vec![
@@ -915,6 +978,7 @@ pub(crate) mod tests {
             volume_types: &crate::render::NO_VOLUME_TYPES,
             autoscaler_repository: "registry.k8s.io/autoscaling",
             server_groups: &crate::render::NO_SERVER_GROUPS,
+            share_types: &[],
         }
     }
 
@@ -1228,6 +1292,75 @@ pub(crate) mod tests {
             let dash = values_of(by_name(&objs, "kube-ab12c-dashboard").unwrap());
             assert_eq!(dash["image"], json!({"registry": mirror}));
         }
+    }
+
+    #[test]
+    fn manila_share_types_become_storage_classes_in_the_share_network() {
+        let mut c = cluster();
+        let t = template();
+        let (addons, cloud, s) = (Addons::default(), cloud(), Settings::default());
+        let types = ["default".to_owned(), "CephFS Fast".to_owned()];
+        let decode = |v: &Value| -> Value {
+            use base64::Engine as _;
+            serde_json::from_slice(
+                &base64::engine::general_purpose::STANDARD
+                    .decode(v.as_str().unwrap())
+                    .unwrap(),
+            )
+            .unwrap()
+        };
+        let classes = |c: &Cluster| {
+            let mut i = inputs(c, &t, &[], &addons, &cloud, &s);
+            i.share_types = &types;
+            let objs = workload_cloud_config(&i);
+            let holder = by_name(&objs, "kube-ab12c-workload-cloud-config").unwrap();
+            holder["data"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .filter(|(k, _)| k.starts_with("storageclass-share-"))
+                .map(|(k, v)| (k.clone(), decode(v)))
+                .collect::<Vec<_>>()
+        };
+        // The share network alone asks for nothing: Manila must be asked for.
+        c.labels = serde_json::from_value(json!({"manila_csi_share_network_id": "net-1"})).unwrap();
+        assert!(classes(&c).is_empty());
+        c.labels = serde_json::from_value(
+            json!({"manila_csi_enabled": "true", "manila_csi_share_network_id": " net-1 "}),
+        )
+        .unwrap();
+        let got = classes(&c);
+        let names: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "storageclass-share-default.yaml",
+                "storageclass-share-cephfs-fast.yaml"
+            ]
+        );
+        let sc = &got[1].1;
+        assert_eq!(sc["provisioner"], "nfs.manila.csi.openstack.org");
+        assert_eq!(sc["parameters"]["type"], "CephFS Fast");
+        assert_eq!(sc["parameters"]["shareNetworkID"], "net-1");
+        for what in [
+            "provisioner",
+            "controller-expand",
+            "node-stage",
+            "node-publish",
+        ] {
+            assert_eq!(
+                sc["parameters"][format!("csi.storage.k8s.io/{what}-secret-name")],
+                "csi-manila-secrets"
+            );
+            assert_eq!(
+                sc["parameters"][format!("csi.storage.k8s.io/{what}-secret-namespace")],
+                "kube-system"
+            );
+        }
+        assert_eq!(sc["allowVolumeExpansion"], true);
+        // Manila without a share network: its plugin, no classes (as magnum-cluster-api).
+        c.labels = serde_json::from_value(json!({"manila_csi_enabled": "true"})).unwrap();
+        assert!(classes(&c).is_empty());
     }
 
     #[test]

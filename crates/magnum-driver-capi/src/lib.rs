@@ -89,6 +89,10 @@ pub trait Source: Send + Sync {
     async fn delete_server_group(&self, _cluster: &Cluster, _id: &str) -> Result<()> {
         Ok(())
     }
+    /// The Manila share types the cluster's project sees; none without Manila.
+    async fn share_types(&self, _cluster: &Cluster) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
 }
 
 pub use server_groups::ServerGroup;
@@ -319,6 +323,18 @@ impl CapiDriver {
             }),
             _ => render::VolumeTypes::default(),
         };
+        // Manila's StorageClasses too, when a share network is named.
+        let share_types = match (
+            with_secrets,
+            addons::manila_share_network(cluster, template),
+            self.source(),
+        ) {
+            (true, Some(_), Ok(source)) => source.share_types(cluster).await.unwrap_or_else(|e| {
+                tracing::warn!(cluster = %cluster.uuid, "no Manila StorageClasses: the share types could not be read: {e}");
+                Vec::new()
+            }),
+            _ => Vec::new(),
+        };
         // Made before the Cluster exists; later renders keep what the live Cluster names.
         let live = mgmt.get(Kind::Cluster, stack_id).await?;
         let server_groups = match self.source() {
@@ -353,6 +369,7 @@ impl CapiDriver {
             volume_types: &volume_types,
             autoscaler_repository: &self.shared.autoscaler_repository,
             server_groups: &server_groups,
+            share_types: &share_types,
         };
         if with_secrets {
             for obj in render::cluster_class(mgmt.namespace()) {

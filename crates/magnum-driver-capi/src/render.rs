@@ -96,6 +96,8 @@ pub struct Inputs<'a> {
     pub flavors: &'a [FlavorSize],
     /// Cinder's volume types, for the workload's StorageClasses (empty when unknown).
     pub volume_types: &'a VolumeTypes,
+    /// Manila's share types, for its StorageClasses (empty when unknown or not wanted).
+    pub share_types: &'a [String],
     /// `[auto_scaling] image_repository` (a `container_infra_prefix` wins).
     pub autoscaler_repository: &'a str,
     /// The Nova server groups of the control plane and nodegroups (none: no cloud, or a
@@ -722,6 +724,7 @@ pub(crate) mod tests {
             volume_types: &crate::render::NO_VOLUME_TYPES,
             autoscaler_repository: "registry.k8s.io/autoscaling",
             server_groups: &NO_SERVER_GROUPS,
+            share_types: &[],
         }
     }
 

@@ -181,6 +181,7 @@ async fn every_label_reaches_the_objects_the_topology_controller_creates() {
         },
         autoscaler_repository: "registry.k8s.io/autoscaling",
         server_groups: &groups,
+        share_types: &[],
     };
     for obj in render::cluster_class(mgmt.namespace())
         .iter()

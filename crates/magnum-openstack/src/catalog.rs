@@ -25,6 +25,7 @@ pub enum ServiceType {
     BlockStorage,
     LoadBalancer,
     KeyManager,
+    SharedFileSystem,
 }
 
 impl ServiceType {
@@ -38,6 +39,7 @@ impl ServiceType {
             ServiceType::BlockStorage => &["block-storage", "volumev3", "volumev2", "volume"],
             ServiceType::LoadBalancer => &["load-balancer"],
             ServiceType::KeyManager => &["key-manager"],
+            ServiceType::SharedFileSystem => &["shared-file-system", "sharev2", "share"],
         }
     }
 
@@ -51,6 +53,7 @@ impl ServiceType {
             ServiceType::BlockStorage => "The block storage service (Cinder)",
             ServiceType::LoadBalancer => "The load balancer service (Octavia)",
             ServiceType::KeyManager => "The key manager service (Barbican)",
+            ServiceType::SharedFileSystem => "The shared file system service (Manila)",
         }
     }
 
@@ -64,6 +67,7 @@ impl ServiceType {
             ServiceType::BlockStorage => "cinder_client",
             ServiceType::LoadBalancer => "octavia_client",
             ServiceType::KeyManager => "barbican_client",
+            ServiceType::SharedFileSystem => "manila_client",
         }
     }
 }

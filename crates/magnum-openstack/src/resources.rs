@@ -363,3 +363,17 @@ pub async fn delete_server_group(s: &Session, id: &str) -> Result<(), OsError> {
         }),
     }
 }
+
+/// The Manila share types the session's project sees (public and its own).
+pub async fn share_types(s: &Session) -> Result<Vec<String>, OsError> {
+    let v = s
+        .get_json(ServiceType::SharedFileSystem, "/types")
+        .await?
+        .unwrap_or(Value::Null);
+    Ok(v["share_types"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect())
+}

@@ -233,6 +233,13 @@ pub fn openstack_settings(cfg: &Config) -> Result<magnum_openstack::OpenStackSet
                 &cfg.barbican_client.endpoint_type,
             ),
         ),
+        (
+            ServiceType::SharedFileSystem,
+            filter(
+                &cfg.manila_client.region_name,
+                &cfg.manila_client.endpoint_type,
+            ),
+        ),
     ]
     .into_iter()
     .collect();

@@ -168,7 +168,7 @@ pub(crate) const IGNORED_SECTIONS: &[&str] = &[
 
 /// Declared sections none of whose options magnumd uses yet (the options are still
 /// type-checked).
-pub(crate) const INERT_SECTIONS: &[&str] = &["magnum_client", "profiler", "manila_client", "proxy"];
+pub(crate) const INERT_SECTIONS: &[&str] = &["magnum_client", "profiler", "proxy"];
 
 pub(crate) struct Registry {
     pub sections: Vec<SectionInfo>,

@@ -789,15 +789,15 @@ section! {
         /// Catalog interface of Manila.
         endpoint_type: String = "publicURL".into();
         /// Manila API version.
-        api_version: String = "3".into();
+        api_version: String = "3".into(), opt().inert();
         /// CA bundle (PEM) for verifying Manila's certificate.
-        ca_file: Option<String> = None;
+        ca_file: Option<String> = None, opt().inert();
         /// Client certificate (PEM) for Manila.
-        cert_file: Option<String> = None;
+        cert_file: Option<String> = None, opt().inert();
         /// Client private key (PEM) for Manila.
-        key_file: Option<String> = None;
+        key_file: Option<String> = None, opt().inert();
         /// Do not verify Manila's certificate.
-        insecure: bool = false;
+        insecure: bool = false, opt().inert();
     }
 }
 
