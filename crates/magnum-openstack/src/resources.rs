@@ -244,11 +244,17 @@ pub async fn load_balancers(s: &Session, project_id: &str) -> Result<Vec<LoadBal
 /// Deletes a load balancer with everything on it (cascade); already gone is fine. Octavia
 /// refuses (409) while the balancer is in a PENDING_* state: the error says so.
 pub async fn delete_load_balancer(s: &Session, id: &str) -> Result<(), OsError> {
+    let path = format!("/v2/lbaas/loadbalancers/{}?cascade=true", segment(id));
+    delete(s, ServiceType::LoadBalancer, &path).await
+}
+
+/// A DELETE; what is gone already is no error.
+async fn delete(s: &Session, service: ServiceType, path: &str) -> Result<(), OsError> {
     let (status, text) = s
         .call(
-            ServiceType::LoadBalancer,
+            service,
             reqwest::Method::DELETE,
-            &format!("/v2/lbaas/loadbalancers/{}?cascade=true", segment(id)),
+            path,
             crate::session::Body::None,
             "application/json",
         )
@@ -256,11 +262,23 @@ pub async fn delete_load_balancer(s: &Session, id: &str) -> Result<(), OsError> 
     match status {
         200..=299 | 404 => Ok(()),
         s => Err(OsError::Status {
-            service: ServiceType::LoadBalancer,
+            service,
             status: s,
             detail: crate::error::message_of(&text),
         }),
     }
+}
+
+/// A 2xx answer's JSON; any other status is an error naming what the service said.
+fn answer(service: ServiceType, status: u16, text: &str) -> Result<Value, OsError> {
+    if !(200..300).contains(&status) {
+        return Err(OsError::Status {
+            service,
+            status,
+            detail: crate::error::message_of(text),
+        });
+    }
+    crate::session::parse(service, text)
 }
 
 /// A Nova server group of the session's project.
@@ -287,14 +305,7 @@ pub async fn server_groups(s: &Session) -> Result<Vec<ServerGroup>, OsError> {
             &SERVER_GROUP_VERSION,
         )
         .await?;
-    if !(200..300).contains(&status) {
-        return Err(OsError::Status {
-            service: svc,
-            status,
-            detail: crate::error::message_of(&text),
-        });
-    }
-    let v = crate::session::parse(svc, &text)?;
+    let v = answer(svc, status, &text)?;
     Ok(v["server_groups"]
         .as_array()
         .into_iter()
@@ -327,14 +338,7 @@ pub async fn create_server_group(
             &SERVER_GROUP_VERSION,
         )
         .await?;
-    if !(200..300).contains(&status) {
-        return Err(OsError::Status {
-            service: svc,
-            status,
-            detail: crate::error::message_of(&text),
-        });
-    }
-    let v = crate::session::parse(svc, &text)?;
+    let v = answer(svc, status, &text)?;
     let g = &v["server_group"];
     Ok(ServerGroup {
         id: g["id"].as_str().unwrap_or_default().to_owned(),
@@ -345,23 +349,8 @@ pub async fn create_server_group(
 
 /// Deletes a server group; one already gone is no error.
 pub async fn delete_server_group(s: &Session, id: &str) -> Result<(), OsError> {
-    let (status, text) = s
-        .call(
-            ServiceType::Compute,
-            reqwest::Method::DELETE,
-            &format!("/os-server-groups/{}", segment(id)),
-            crate::session::Body::None,
-            "application/json",
-        )
-        .await?;
-    match status {
-        200..=299 | 404 => Ok(()),
-        s => Err(OsError::Status {
-            service: ServiceType::Compute,
-            status: s,
-            detail: crate::error::message_of(&text),
-        }),
-    }
+    let path = format!("/os-server-groups/{}", segment(id));
+    delete(s, ServiceType::Compute, &path).await
 }
 
 /// The Manila share types the session's project sees (public and its own).
