@@ -2,8 +2,9 @@
 # Stops, starts or shows the services of one start.sh workdir, on the ports start.sh picked
 # (so the catalogue stays right). Tests use it to take Barbican or Glance away mid-test and
 # bring it back; the databases and the Barbican KEK are kept, so old secrets stay readable.
-#   usage: ctl.sh <workdir> stop|start|restart|status [svc...]     (default: all six)
-#   svc: barbican glance nova neutron cinder octavia
+#   usage: ctl.sh <workdir> stop|start|restart|status [svc...]
+#          (default: all seven, or those in <workdir>/ports for a workdir of an older start.sh)
+#   svc: barbican glance nova neutron cinder octavia manila
 #   stop     SIGTERM to the uWSGI master (its workers go with it; SIGKILL to the whole process
 #            group after 15 s), waits until all are gone; 0 if it was not running
 #   start    launches and waits until it answers HTTP again (MAGNUM_TEST_OS_TIMEOUT, 300 s);
@@ -22,11 +23,14 @@ workdir=$(cd "$1" 2>/dev/null && pwd) || { echo "ctl.sh: no workdir $1" >&2; exi
 cmd=$2
 shift 2
 svcs=("$@")
-((${#svcs[@]})) || svcs=("${OS_SERVICES[@]}")
 for s in "${svcs[@]}"; do
     [[ " ${OS_SERVICES[*]} " == *" $s "* ]] || { echo "ctl.sh: unknown service '$s' (one of: ${OS_SERVICES[*]})" >&2; exit 2; }
 done
 [[ -f $workdir/ports ]] || { echo "ctl.sh: $workdir was not set up by start.sh (no ports file)" >&2; exit 2; }
+if ((${#svcs[@]} == 0)); then
+    # A workdir that an older start.sh made has no port for a service added since.
+    for s in "${OS_SERVICES[@]}"; do [[ -z $(os_port "$workdir" "$s") ]] || svcs+=("$s"); done
+fi
 
 stop_all() { # in parallel: each stop may take a few seconds
     local s pids=() rc=0

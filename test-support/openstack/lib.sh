@@ -4,7 +4,7 @@
 #   <workdir>/<svc>/uwsgi.ini   the service's uWSGI config (its venv is under MAGNUM_TEST_OS_ROOT)
 #   <workdir>/run/<svc>.pid     the uWSGI master's pid (written by uWSGI itself)
 #   <workdir>/log/<svc>-uwsgi.log, <svc>-api.log, <svc>-db.log
-OS_SERVICES=(barbican glance nova neutron cinder octavia)
+OS_SERVICES=(barbican glance nova neutron cinder octavia manila)
 
 os_port() { # os_port WORKDIR SVC -> the port start.sh picked
     awk -v s="$2" '$1 == s { print $2 }' "$1/ports" 2>/dev/null

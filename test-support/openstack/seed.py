@@ -4,8 +4,9 @@
 
 Every endpoint is looked up in the catalogue, in REGION, so this also checks the
 registration. As `admin` (project admin): public images, public flavors, networks and
-subnets, a public volume type. As `demo-member` (project demo): its keypair `demo-key`
-(keypairs belong to a user) with the public key KEY_FILE.pub; then what demo-member sees
+subnets, a public volume type, public share types. As `demo-member` (project demo): its
+keypair `demo-key` (keypairs belong to a user) with the public key KEY_FILE.pub, and its
+share network `k8s-shares` on the shared private network; then what demo-member sees
 through each API with its own token. Plain REST over keystoneauth1 sessions; the services
 are independent, so each is seeded in a thread of its own (a service's first request with
 a new token costs ~1.5 s while its keystonemiddleware validates it).
@@ -32,6 +33,9 @@ IMAGES = [  # name, extra properties (os_distro etc.)
     ("dup-image", {}),
 ]
 FLAVORS = [("m1.small", 1, 2048, 20), ("m1.medium", 2, 4096, 40), ("m1.zero-disk", 1, 2048, 0)]
+SHARE_TYPES = ["default", "CephFS Fast"]  # public, driver_handles_share_servers=False
+# Manila's microversion for every call (share network subnets, 2.51+; 2.0 without the header).
+MANILA = {"X-OpenStack-Manila-API-Version": "2.51"}
 
 
 def sess_for(user, password, project):
@@ -52,7 +56,7 @@ DEMO = sess_for("demo-member", DEMO_PASSWORD, "demo")
 
 
 SERVICE_OF = {"image": "glance", "compute": "nova", "network": "neutron", "block-storage": "cinder",
-              "load-balancer": "octavia", "key-manager": "barbican"}
+              "load-balancer": "octavia", "key-manager": "barbican", "sharev2": "manila"}
 
 
 class Failed(Exception):
@@ -173,6 +177,29 @@ def seed_cinder():
     return keyed("VOLUME_TYPE", [("standard", t["id"])]), "cinder: public volume type standard"
 
 
+def seed_manila(neutron):
+    """Share types as admin; demo-member's share network once `neutron` (a future) is done."""
+    m = Api(ADMIN, "sharev2")
+    made = []
+    for name in SHARE_TYPES:
+        body = {"share_type": {"name": name, "share_type_access:is_public": True,
+                               "extra_specs": {"driver_handles_share_servers": False}}}
+        made.append((name, m.call("POST", "/types", json=body, headers=dict(MANILA))["share_type"]["id"]))
+    # demo-member's first call validates its token meanwhile; the share network needs the
+    # private network. Manila stores a share network without asking Neutron or a share service.
+    d = Api(DEMO, "sharev2")
+    d.call("GET", "/share-networks", headers=dict(MANILA))
+    net = neutron.result()[0]
+    body = {"share_network": {"name": "k8s-shares", "description": "magnum-rs tests",
+                              "neutron_net_id": net[key("NETWORK", "private")],
+                              "neutron_subnet_id": net[key("SUBNET", "private-subnet")]}}
+    sn = d.call("POST", "/share-networks", json=body, headers=dict(MANILA))["share_network"]
+    out = keyed("SHARE_TYPE", made)
+    out.update(keyed("SHARE_NETWORK", [("k8s-shares", sn["id"])]))
+    return out, "manila: public share types %s; share network k8s-shares of demo-member on private/private-subnet: %s" % (
+        ", ".join(SHARE_TYPES), sn["id"])
+
+
 def check_demo(ids):
     """What demo-member sees with its own token; returns summary lines."""
     lines = []
@@ -207,6 +234,16 @@ def check_demo(ids):
     expect("load-balancer providers", [x["name"] for x in p], ["amphora"], "octavia")
     s = Api(DEMO, "key-manager").call("GET", "/v1/secrets")
     lines.append("demo-member lists its Barbican secrets: %d" % s["total"])
+    m = Api(DEMO, "sharev2")
+    t = m.call("GET", "/types", headers=dict(MANILA))["share_types"]
+    expect("share types", [x["name"] for x in t], SHARE_TYPES, "manila")
+    sn = m.call("GET", "/share-networks/%s" % ids[key("SHARE_NETWORK", "k8s-shares")], headers=dict(MANILA))
+    sn = sn["share_network"]
+    if sn["name"] != "k8s-shares" or [x["neutron_subnet_id"] for x in sn["share_network_subnets"]] != [
+        ids[key("SUBNET", "private-subnet")]
+    ]:
+        raise Failed("manila", "demo-member's share network is not as made: %s" % sn)
+    lines.append("demo-member sees its share network k8s-shares: %s" % sn["id"])
     return lines
 
 
@@ -219,8 +256,12 @@ def main():
     sess_for(SERVICE_USER, SERVICE_PASSWORD, SERVICE_PROJECT).get_token()
     ADMIN.get_token()
     DEMO.get_token()
-    with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        for out, line in pool.map(lambda f: f(), [seed_nova, seed_glance, seed_neutron, seed_cinder]):
+    with concurrent.futures.ThreadPoolExecutor(5) as pool:
+        neutron = pool.submit(seed_neutron)
+        futures = [pool.submit(seed_nova), pool.submit(seed_glance), neutron, pool.submit(seed_cinder),
+                   pool.submit(seed_manila, neutron)]
+        for f in futures:
+            out, line = f.result()
             ids.update(out)
             summary.append(line)
     summary += check_demo(ids)

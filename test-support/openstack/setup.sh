@@ -5,7 +5,7 @@
 # default databases realos_*, RabbitMQ vhost realos. Idempotent; well under a second when
 # everything is in place (a marker per venv holds a hash of its pins, its lock and the
 # interpreter; a change rebuilds that venv from scratch). Concurrent callers wait on a lock.
-#   usage: setup.sh [--relock] [svc...]      svc: barbican glance nova neutron cinder octavia
+#   usage: setup.sh [--relock] [svc...]      svc: barbican glance nova neutron cinder octavia manila
 #   --relock                 install the pins WITHOUT the locks, then rewrite
 #                            constraints/<svc>.txt from `pip freeze` (to re-pin)
 #   MAGNUM_TEST_OS_ROOT      where the venvs live (outside the clone; reused across runs)
@@ -22,9 +22,9 @@ jobs_max=${MAGNUM_TEST_OS_JOBS:-3}
 node=${RABBITMQ_NODENAME:-rabbit@localhost}
 
 # The pins. Every other package is locked by constraints/<svc>.txt.
-ALL=(barbican glance nova neutron cinder octavia)
+ALL=(barbican glance nova neutron cinder octavia manila)
 declare -A PIN=([barbican]=barbican==23.0.0 [glance]=glance==33.0.0 [nova]=nova==34.0.0
-    [neutron]=neutron==29.0.0 [cinder]=cinder==29.0.0 [octavia]=octavia==19.0.0)
+    [neutron]=neutron==29.0.0 [cinder]=cinder==29.0.0 [octavia]=octavia==19.0.0 [manila]=manila==23.0.1)
 COMMON=(uWSGI==2.0.31 PyMySQL==1.2.4)
 # pip itself (not in `pip freeze`): a current pip installs a lock much faster than 3.11's 23.0.
 PIP_PIN=pip==26.3
@@ -34,7 +34,11 @@ SOURCE_ONLY=(uWSGI ovs simplegeneric)
 # What each venv must provide (checked after the install, so a broken venv fails here).
 declare -A CHECK=([barbican]="barbican-manage barbican.api.app" [glance]="glance-manage glance.wsgi.api"
     [nova]="nova-manage nova.wsgi.osapi_compute" [neutron]="neutron-db-manage neutron.wsgi.api"
-    [cinder]="cinder-manage cinder.wsgi.api" [octavia]="octavia-db-manage octavia.wsgi.api")
+    [cinder]="cinder-manage cinder.wsgi.api" [octavia]="octavia-db-manage octavia.wsgi.api"
+    [manila]="manila-manage manila.wsgi.api")
+# The default databases (slot 0), made with the user. start.sh (re)creates its slot's
+# databases at each start, so a machine set up before one was added needs nothing.
+DEFAULT_DBS=(barbican glance nova_api nova nova_cell0 neutron cinder octavia manila)
 
 relock=
 if [[ ${1:-} == --relock ]]; then relock=1; shift; fi
@@ -92,7 +96,7 @@ t0=$SECONDS
 if ! infra_ok; then
     log "MariaDB user realos, databases realos_*, RabbitMQ vhost realos"
     # The project's test cleanup drops databases named magnum_%: these are realos_* on purpose.
-    for db in barbican glance nova_api nova nova_cell0 neutron cinder octavia; do
+    for db in "${DEFAULT_DBS[@]}"; do
         mysql -uroot -e "CREATE DATABASE IF NOT EXISTS realos_$db CHARACTER SET utf8mb4"
     done
     mysql -uroot -e "CREATE USER IF NOT EXISTS 'realos'@'localhost' IDENTIFIED BY 'realos';

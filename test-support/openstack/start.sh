@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Starts the six real OpenStack API services (Barbican, Glance, Nova, Neutron, Cinder,
-# Octavia; API processes only) on free loopback ports next to a running test Keystone,
+# Starts the seven real OpenStack API services (Barbican, Glance, Nova, Neutron, Cinder,
+# Octavia, Manila; API processes only) on free loopback ports next to a running test Keystone,
 # registers them in its catalogue in one region, seeds test data, and writes
 # <workdir>/env.sh. Stop them with stop.sh <workdir>; stop/start one with ctl.sh.
 #   usage: start.sh <workdir> <keystone_env.sh> [region]     (region: RealOne)
@@ -97,8 +97,9 @@ echo "$workdir $$" >"$root/slots/$slot"
 if ((slot == 0)); then prefix=realos_; else prefix=realos_s${slot}_; fi
 # Ports from 20000-32767: below Linux's ephemeral range, so no outgoing connection takes one
 # while a service is stopped by ctl.sh. Free now, and not used by another live run.
-/usr/bin/python3 - "${taken_ports[@]}" >"$workdir/ports" <<'EOF'
-import random, socket, sys
+OS_SERVICE_NAMES="${OS_SERVICES[*]}" /usr/bin/python3 - "${taken_ports[@]}" >"$workdir/ports" <<'EOF'
+import os, random, socket, sys
+services = os.environ["OS_SERVICE_NAMES"].split()
 taken = set(int(p) for p in sys.argv[1:])
 picked = []
 for port in random.sample(range(20000, 32768), 400):
@@ -112,9 +113,9 @@ for port in random.sample(range(20000, 32768), 400):
     finally:
         s.close()
     picked.append(port)
-    if len(picked) == 6:
+    if len(picked) == len(services):
         break
-for svc, port in zip("barbican glance nova neutron cinder octavia".split(), picked):
+for svc, port in zip(services, picked):
     print(svc, port)
 EOF
 exec 8>&-
@@ -402,6 +403,35 @@ $(common_tail)
 EOF
 uwsgi_ini octavia "module = octavia.wsgi.api:application" "pyargv = --config-file $d/etc/octavia.conf"
 
+# Manila: the API only (no share, scheduler or data service, so no share can be made; share
+# types and share networks work). Its WSGI module parses sys.argv like Cinder's. The paste
+# file's healthcheck names /etc/manila/; that path is rewritten into the workdir.
+d=$workdir/manila
+mkdir -p "$d/etc" "$d/state" "$d/lock"
+sed -e "s#/etc/manila/#$d/etc/#g" "$root/manila/venv/etc/manila/api-paste.ini" >"$d/etc/api-paste.ini"
+cat >"$d/etc/manila.conf" <<EOF
+[DEFAULT]
+auth_strategy = keystone
+transport_url = $rabbit
+api_paste_config = $d/etc/api-paste.ini
+state_path = $d/state
+log_file = $workdir/log/manila-api.log
+my_ip = 127.0.0.1
+host = magnum-rs-manila
+enabled_share_protocols = NFS
+enabled_share_backends =
+default_share_type = default
+
+[database]
+connection = $(db manila)
+
+[oslo_concurrency]
+lock_path = $d/lock
+
+$(common_tail)
+EOF
+uwsgi_ini manila "module = manila.wsgi.api:application" "pyargv = --config-file $d/etc/manila.conf"
+
 # --- empty databases, schemas, then the server: one chain per service, all in parallel
 export PYTHONWARNINGS=ignore
 reset_db() { # drop and create databases (names without the prefix), in parallel
@@ -448,12 +478,16 @@ sync_octavia() {
     reset_db octavia &&
     timeout "$(left)" "$(venv_of octavia)/bin/octavia-db-manage" --config-file "$workdir/octavia/etc/octavia.conf" upgrade head
 }
+sync_manila() {
+    reset_db manila &&
+    timeout "$(left)" "$(venv_of manila)/bin/manila-manage" --config-file "$workdir/manila/etc/manila.conf" db sync
+}
 # The schemas as the real syncs leave them are kept as a mysqldump per service and slot; a
 # later start loads that instead (~1 s instead of ~30 s). The key covers everything the
 # result depends on: the venv's pins and lock, the database names, the MariaDB version and
 # this script. MAGNUM_TEST_OS_DB_SNAPSHOT=0 always runs the syncs (and keeps no dump).
 declare -A DBS=([barbican]=barbican [glance]=glance [nova]="nova_api nova nova_cell0"
-    [neutron]=neutron [cinder]=cinder [octavia]=octavia)
+    [neutron]=neutron [cinder]=cinder [octavia]=octavia [manila]=manila)
 snap_dir=$root/db-snapshots
 snap_on=${MAGNUM_TEST_OS_DB_SNAPSHOT:-1}
 mkdir -p "$snap_dir"
@@ -499,7 +533,7 @@ done
 cinder_base=$(url cinder)/v3
 catalog=(key-manager=barbican=$(url barbican) image=glance=$(url glance) compute=nova=$(url nova)/v2.1
     network=neutron=$(url neutron) "block-storage=cinderv3=$cinder_base/\$(project_id)s"
-    load-balancer=octavia=$(url octavia) identity=keystone=$auth_url)
+    load-balancer=octavia=$(url octavia) sharev2=manilav2=$(url manila)/v2 identity=keystone=$auth_url)
 timeout "$(left)" "$kspy" "$here/register.py" "$auth_url" "$ks_MAGNUM_TEST_ADMIN_PASSWORD" "$region" \
     "${catalog[@]}" >"$workdir/log/register.log" 2>&1 &
 reg_pid=$!
@@ -562,6 +596,7 @@ fi
     emit MAGNUM_TEST_OS_CINDER_URL "$cinder_base/\$(project_id)s"
     emit MAGNUM_TEST_OS_CINDER_BASE_URL "$cinder_base"
     emit MAGNUM_TEST_OS_OCTAVIA_URL "$(url octavia)"
+    emit MAGNUM_TEST_OS_MANILA_URL "$(url manila)/v2"
     emit MAGNUM_TEST_OS_KEYPAIR_DEMO_KEY_PRIVATE_KEY "$workdir/demo-key"
     emit MAGNUM_TEST_OS_KEYPAIR_DEMO_KEY_PUBLIC_KEY "$workdir/demo-key.pub"
     while IFS='=' read -r k v; do [[ $k =~ ^MAGNUM_TEST_OS_[A-Z0-9_]+$ ]] && emit "$k" "$v"; done <"$workdir/run/seed.env"

@@ -1287,6 +1287,12 @@ fn in_the_cloud_a_delete_takes_the_cloud_controllers_load_balancers_first() {
             "kube_tag=v1.33.1",
         ],
     );
+    // Manila on, with the share network seed.py made in the demo project.
+    let share_network = c
+        .os
+        .get("MAGNUM_TEST_OS_SHARE_NETWORK_K8S_SHARES_ID")
+        .expect("the cloud's env.sh has no Manila share network: start it again with test-support/openstack/start.sh");
+    let manila = format!("manila_csi_enabled=true,manila_csi_share_network_id={share_network}");
     cli.ok(
         CLOUD,
         &[
@@ -1298,10 +1304,50 @@ fn in_the_cloud_a_delete_takes_the_cloud_controllers_load_balancers_first() {
             "capi",
             "--node-count",
             "1",
+            "--labels",
+            &manila,
+            "--merge-labels",
         ],
     );
     let done = wait_for(cli, CLOUD, "lb", 120, status_is("CREATE_COMPLETE"));
     let stack_id = done["cluster_id"].as_str().unwrap().to_owned();
+
+    // Manila's StorageClasses: one per share type the project sees (read from the real
+    // Manila API with the cluster's credential), in that share network.
+    let workload = kube.get(&format!(
+        "/api/v1/namespaces/magnum-system/secrets/{stack_id}-workload-cloud-config"
+    ));
+    let mut shares: Vec<(String, Value)> = workload["data"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| k.starts_with("storageclass-share-"))
+        .map(|(k, v)| {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(v.as_str().unwrap())
+                .unwrap();
+            (k.clone(), serde_json::from_slice(&bytes).unwrap())
+        })
+        .collect();
+    shares.sort_by(|a, b| a.0.cmp(&b.0));
+    let names: Vec<&str> = shares.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "storageclass-share-cephfs-fast.yaml",
+            "storageclass-share-default.yaml"
+        ],
+        "the seeded share types"
+    );
+    for (_, sc) in &shares {
+        assert_eq!(sc["provisioner"], "nfs.manila.csi.openstack.org", "{sc}");
+        assert_eq!(
+            sc["parameters"]["shareNetworkID"],
+            share_network.as_str(),
+            "{sc}"
+        );
+    }
+    assert_eq!(shares[0].1["parameters"]["type"], "CephFS Fast");
 
     // Nova server groups (server_group_policies, default soft-anti-affinity): the control
     // plane's and the worker nodegroup's, made in the cluster's project with its own

@@ -1,6 +1,6 @@
-//! magnumd in a real cloud: the real Keystone and the six real OpenStack API services that
+//! magnumd in a real cloud: the real Keystone and the seven real OpenStack API services that
 //! scripts/test starts once (test-support/openstack: Barbican, Glance, Nova, Neutron, Cinder,
-//! Octavia from PyPI, in region RealOne), driven with the real `openstack coe` client.
+//! Octavia, Manila from PyPI, in region RealOne), driven with the real `openstack coe` client.
 //! Runs when MAGNUM_TEST_CLOUD names that cloud's directory.
 //!
 //! Each test registers its magnumd in a region of its own (identity and container-infra
@@ -356,7 +356,9 @@ fn cloud_conf(c: &Env, port: u16, db_url: &str, extra: &str) -> String {
         user = c.ks["MAGNUM_TEST_SERVICE_USER"],
         pw = c.ks["MAGNUM_TEST_SERVICE_PASSWORD"],
     );
-    for svc in ["glance", "nova", "neutron", "cinder", "octavia", "barbican"] {
+    for svc in [
+        "glance", "nova", "neutron", "cinder", "octavia", "barbican", "manila",
+    ] {
         conf.push_str(&format!("[{svc}_client]\nregion_name = {region}\n\n"));
     }
     // The simulated driver quick, the certificates in Barbican (upstream's default).
