@@ -137,7 +137,7 @@ MAGNUM_TEST_KEYSTONE_TIMEOUT=90 bash "$repo/test-support/keystone/start.sh" "$W/
 result $? "Keystone on :$KEYSTONE_PORT, Magnum's endpoint = HAProxy :$FRONT_PORT ($((SECONDS - t_start)) s)" ||
     { tail -n 20 "$W/logs/keystone-up.log" >&2; exit 1; }
 bash "$repo/test-support/openstack/start.sh" "$W/openstack" "$W/keystone/env.sh" RealOne >"$W/logs/openstack-up.log" 2>&1
-result $? "Glance, Nova, Neutron, Cinder, Octavia, Barbican in region RealOne ($((SECONDS - t_start)) s)" ||
+result $? "Glance, Nova, Neutron, Cinder, Octavia, Barbican, Manila in region RealOne ($((SECONDS - t_start)) s)" ||
     { tail -n 20 "$W/logs/openstack-up.log" >&2; exit 1; }
 # shellcheck disable=SC1091
 . "$W/keystone/env.sh"
