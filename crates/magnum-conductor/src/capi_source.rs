@@ -12,7 +12,7 @@ use magnum_openstack::catalog::ServiceType;
 use crate::state::Inner;
 use magnum_certs::{CaType, ClusterCertRefs};
 use magnum_driver_capi::render::{Cas, CloudConfig, FlavorSize, KeyPair, VolumeTypes};
-use magnum_driver_capi::{LoadBalancer, ServerGroup, Source};
+use magnum_driver_capi::{LoadBalancer, Source};
 use magnum_openstack::resources;
 
 /// Nova's answer to a server group call: a refusal (a quota, a policy it does not know)
@@ -218,43 +218,48 @@ impl Source for ConductorSource {
         })
     }
 
-    async fn server_groups(&self, cluster: &Cluster) -> Result<Option<Vec<ServerGroup>>> {
+    async fn ensure_server_groups(
+        &self,
+        cluster: &Cluster,
+        wanted: &[(String, String)],
+    ) -> Result<Option<Vec<String>>> {
         let Some(s) = self.cluster_session(cluster).await? else {
             return Ok(None);
         };
-        let all = resources::server_groups(&s).await.map_err(nova)?;
-        Ok(Some(
-            all.into_iter()
-                .map(|g| ServerGroup {
-                    id: g.id,
-                    name: g.name,
-                })
-                .collect(),
-        ))
+        let existing = resources::server_groups(&s).await.map_err(nova)?;
+        let mut ids = Vec::with_capacity(wanted.len());
+        for (name, policy) in wanted {
+            let id = match existing.iter().find(|g| &g.name == name) {
+                Some(g) => g.id.clone(),
+                None => {
+                    let g = resources::create_server_group(&s, name, policy)
+                        .await
+                        .map_err(nova)?;
+                    tracing::info!(cluster = %cluster.uuid, group = %g.id, %name, %policy, "server group made");
+                    g.id
+                }
+            };
+            ids.push(id);
+        }
+        Ok(Some(ids))
     }
 
-    async fn create_server_group(
+    async fn delete_server_groups(
         &self,
         cluster: &Cluster,
-        name: &str,
-        policy: &str,
-    ) -> Result<String> {
-        let s = self
-            .cluster_session(cluster)
-            .await?
-            .ok_or_else(|| Error::Internal("the cluster has no kept credential".into()))?;
-        let g = resources::create_server_group(&s, name, policy)
-            .await
-            .map_err(nova)?;
-        tracing::info!(cluster = %cluster.uuid, group = %g.id, %name, %policy, "server group made");
-        Ok(g.id)
-    }
-
-    async fn delete_server_group(&self, cluster: &Cluster, id: &str) -> Result<()> {
+        ours: &(dyn for<'n> Fn(&'n str) -> bool + Sync),
+    ) -> Result<()> {
         let Some(s) = self.cluster_session(cluster).await? else {
             return Ok(());
         };
-        resources::delete_server_group(&s, id).await.map_err(nova)
+        for g in resources::server_groups(&s).await.map_err(nova)? {
+            if ours(&g.name) {
+                resources::delete_server_group(&s, &g.id)
+                    .await
+                    .map_err(nova)?;
+            }
+        }
+        Ok(())
     }
 
     async fn share_types(&self, cluster: &Cluster) -> Result<Vec<String>> {

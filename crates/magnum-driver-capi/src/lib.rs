@@ -70,23 +70,22 @@ pub trait Source: Send + Sync {
     async fn volume_types(&self) -> Result<render::VolumeTypes> {
         Ok(render::VolumeTypes::default())
     }
-    /// The Nova server groups of the cluster's project, seen with the cluster's own
-    /// application credential; `None` without a cloud or a kept credential.
-    async fn server_groups(&self, _cluster: &Cluster) -> Result<Option<Vec<ServerGroup>>> {
-        Ok(None)
-    }
-    /// Makes a server group in the cluster's project; its id.
-    async fn create_server_group(
+    /// The Nova server groups `wanted` (name, policy) in the cluster's project, made where
+    /// none has the name, all with one session as the cluster's own application credential;
+    /// their ids in `wanted`'s order. `None` without a cloud or a kept credential.
+    async fn ensure_server_groups(
         &self,
         _cluster: &Cluster,
-        name: &str,
-        _policy: &str,
-    ) -> Result<String> {
-        Err(Error::Internal(format!(
-            "no cloud to make the server group {name} in"
-        )))
+        _wanted: &[(String, String)],
+    ) -> Result<Option<Vec<String>>> {
+        Ok(None)
     }
-    async fn delete_server_group(&self, _cluster: &Cluster, _id: &str) -> Result<()> {
+    /// Deletes the server groups of the cluster's project whose name `ours` accepts.
+    async fn delete_server_groups(
+        &self,
+        _cluster: &Cluster,
+        _ours: &(dyn for<'n> Fn(&'n str) -> bool + Sync),
+    ) -> Result<()> {
         Ok(())
     }
     /// The Manila share types the cluster's project sees; none without Manila.
@@ -94,8 +93,6 @@ pub trait Source: Send + Sync {
         Ok(Vec::new())
     }
 }
-
-pub use server_groups::ServerGroup;
 
 /// A load balancer as the delete sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -306,9 +303,10 @@ impl CapiDriver {
         cluster: &Cluster,
         template: &ClusterTemplate,
         ngs: &[NodeGroup],
-        stack_id: &str,
+        target: Target<'_>,
         with_secrets: bool,
     ) -> Result<()> {
+        let Target { stack_id, live } = target;
         let mgmt = self.mgmt().await?;
         let (cloud, cas, addons) = self
             .inputs_parts(ctx, cluster, template, with_secrets)
@@ -336,23 +334,12 @@ impl CapiDriver {
             _ => Vec::new(),
         };
         // Made before the Cluster exists; later renders keep what the live Cluster names.
-        let live = mgmt.get(Kind::Cluster, stack_id).await?;
         let server_groups = match self.source() {
             Ok(source) => {
-                server_groups::ensure(
-                    source.as_ref(),
-                    live.as_ref(),
-                    cluster,
-                    template,
-                    ngs,
-                    stack_id,
-                )
-                .await?
+                server_groups::ensure(source.as_ref(), live, cluster, template, ngs, stack_id)
+                    .await?
             }
-            Err(_) => live
-                .as_ref()
-                .map(server_groups::from_live)
-                .unwrap_or_default(),
+            Err(_) => live.map(server_groups::from_live).unwrap_or_default(),
         };
         let inputs = Inputs {
             cluster,
@@ -417,11 +404,10 @@ impl CapiDriver {
         Ok(())
     }
 
-    /// The live Cluster, when it was made by another driver (magnum-cluster-api): then
-    /// operations patch its topology instead of rendering ours over it.
-    async fn adopted(&self, stack_id: &str) -> Result<Option<Value>> {
-        let live = self.mgmt().await?.get(Kind::Cluster, stack_id).await?;
-        Ok(live.filter(|c| class_of(c).is_some_and(|class| class != CLASS)))
+    /// The live Cluster (none before the create): read once per operation, it says whether
+    /// the cluster is adopted and which server groups its machines have.
+    async fn live(&self, stack_id: &str) -> Result<Option<Value>> {
+        Ok(self.mgmt().await?.get(Kind::Cluster, stack_id).await?)
     }
 
     /// Changes a magnum-cluster-api Cluster's topology to the nodegroups: control-plane
@@ -549,7 +535,7 @@ impl CapiDriver {
                     });
                 }
             }
-            live = match self.adopted(&name).await? {
+            live = match self.live(&name).await?.filter(is_adopted) {
                 Some(again) => again,
                 None => break,
             };
@@ -570,13 +556,24 @@ impl CapiDriver {
         // An adopted Cluster is read again after a lost race with another writer (the
         // controllers write its status all the time), a few times.
         for _ in 0..ADOPTED_PATCH_TRIES {
-            let Some(live) = self.adopted(stack_id).await? else {
+            let live = self.live(stack_id).await?;
+            let Some(adopted) = live.as_ref().filter(|l| is_adopted(l)) else {
                 let template = self.source()?.template(cluster).await?;
                 return self
-                    .apply_cluster(ctx, cluster, &template, ngs, stack_id, false)
+                    .apply_cluster(
+                        ctx,
+                        cluster,
+                        &template,
+                        ngs,
+                        Target {
+                            stack_id,
+                            live: live.as_ref(),
+                        },
+                        false,
+                    )
                     .await;
             };
-            if self.patch_adopted(&live, ngs).await? {
+            if self.patch_adopted(adopted, ngs).await? {
                 return Ok(());
             }
         }
@@ -1069,8 +1066,23 @@ impl Driver for CapiDriver {
                 })?
             }
         };
+        // A retried create finds what the first try applied (its server groups among it).
+        let live = match cluster.stack_id.as_deref().filter(|s| !s.is_empty()) {
+            Some(_) => self.live(&stack_id).await?,
+            None => None,
+        };
         if let Err(e) = self
-            .apply_cluster(ctx, cluster, &template, nodegroups, &stack_id, true)
+            .apply_cluster(
+                ctx,
+                cluster,
+                &template,
+                nodegroups,
+                Target {
+                    stack_id: &stack_id,
+                    live: live.as_ref(),
+                },
+                true,
+            )
             .await
         {
             // Nothing half-made stays behind a failed create.
@@ -1129,10 +1141,11 @@ impl Driver for CapiDriver {
                         .into(),
             });
         }
-        if let Some(live) = self.adopted(stack_id).await? {
+        let live = self.live(stack_id).await?;
+        if let Some(adopted) = live.as_ref().filter(|l| is_adopted(l)) {
             // What the Cluster runs is the version to upgrade from (the rows mcapi left
             // may not say).
-            let running = live["spec"]["topology"]["version"]
+            let running = adopted["spec"]["topology"]["version"]
                 .as_str()
                 .map_or(from, str::to_owned);
             check_upgrade(&running, &to)?;
@@ -1147,7 +1160,7 @@ impl Driver for CapiDriver {
             };
             let ngs = self.source()?.nodegroups(cluster).await?;
             self.validate(&upgraded, template, &ngs)?;
-            self.upgrade_adopted(live, &to, image).await?;
+            self.upgrade_adopted(adopted.clone(), &to, image).await?;
             return Ok(ClusterChanges {
                 cluster_template_id: Some(template.uuid.to_string()),
                 labels: Some(labels),
@@ -1165,8 +1178,18 @@ impl Driver for CapiDriver {
             }
         }
         self.validate(&upgraded, template, &ngs)?;
-        self.apply_cluster(ctx, &upgraded, template, &ngs, stack_id, false)
-            .await?;
+        self.apply_cluster(
+            ctx,
+            &upgraded,
+            template,
+            &ngs,
+            Target {
+                stack_id,
+                live: live.as_ref(),
+            },
+            false,
+        )
+        .await?;
         Ok(ClusterChanges {
             cluster_template_id: Some(template.uuid.to_string()),
             labels: Some(upgraded.labels),
@@ -1180,7 +1203,8 @@ impl Driver for CapiDriver {
     /// older credentials only after this succeeded.
     async fn rotate_credential(&self, ctx: &RequestContext, cluster: &Cluster) -> Result<()> {
         let stack_id = stack_id_of(cluster)?;
-        if self.adopted(stack_id).await?.is_some() {
+        let live = self.live(stack_id).await?;
+        if live.as_ref().is_some_and(is_adopted) {
             return Err(Error::NotSupported {
                 operation: "Rotating the credential of a cluster made by magnum-cluster-api".into(),
             });
@@ -1197,8 +1221,18 @@ impl Driver for CapiDriver {
         }
         let template = source.template(cluster).await?;
         let ngs = source.nodegroups(cluster).await?;
-        self.apply_cluster(ctx, cluster, &template, &ngs, stack_id, true)
-            .await
+        self.apply_cluster(
+            ctx,
+            cluster,
+            &template,
+            &ngs,
+            Target {
+                stack_id,
+                live: live.as_ref(),
+            },
+            true,
+        )
+        .await
     }
 
     async fn delete_cluster(&self, _ctx: &RequestContext, cluster: &Cluster) -> Result<()> {
@@ -1355,6 +1389,20 @@ impl CapiDriver {
             .unwrap_or_default();
         Some((proxies, releases))
     }
+}
+
+/// The CAPI Cluster an operation renders: its name, and the object as the operation read it
+/// (none before the create).
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    stack_id: &'a str,
+    live: Option<&'a Value>,
+}
+
+/// Whether another driver (magnum-cluster-api) made the Cluster: then operations patch its
+/// topology instead of rendering ours over it.
+fn is_adopted(live: &Value) -> bool {
+    class_of(live).is_some_and(|class| class != CLASS)
 }
 
 /// Removes a cluster's autoscaler, the Deployment last; absent objects are no error.

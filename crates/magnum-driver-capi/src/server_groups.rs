@@ -13,13 +13,6 @@ use serde_json::Value;
 use super::render::{ServerGroups, nodegroup_labels};
 use super::{Source, deleting};
 
-/// A server group as the driver sees it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServerGroup {
-    pub id: String,
-    pub name: String,
-}
-
 /// Nova takes one policy per group: the first the label names, else the label's default.
 fn policy(ng: Option<&Nodegroup>, c: &Cluster, t: &ClusterTemplate) -> String {
     nodegroup_labels(ng, c, t)
@@ -78,48 +71,35 @@ pub(crate) async fn ensure(
     if live.is_some() && out.control_plane.is_empty() {
         return Ok(out);
     }
-    let wanted: Vec<&Nodegroup> = ngs
+    let workers: Vec<&Nodegroup> = ngs
         .iter()
         .filter(|n| n.role != NodegroupRole::Master && !deleting(n))
         .collect();
     out.workers
-        .retain(|name, _| wanted.iter().any(|n| n.name.as_str() == name));
-    let missing: Vec<&Nodegroup> = wanted
+        .retain(|name, _| workers.iter().any(|n| n.name.as_str() == name));
+    let missing: Vec<&Nodegroup> = workers
         .into_iter()
         .filter(|n| !out.workers.contains_key(n.name.as_str()))
         .collect();
-    if !out.control_plane.is_empty() && missing.is_empty() {
-        return Ok(out);
-    }
-    let Some(existing) = source.server_groups(cluster).await? else {
-        return Ok(out);
-    };
-    let find = |name: &str| {
-        existing
-            .iter()
-            .find(|g| g.name == name)
-            .map(|g| g.id.clone())
-    };
+    let mut wanted = Vec::new();
     if out.control_plane.is_empty() {
-        out.control_plane = match find(stack_id) {
-            Some(id) => id,
-            None => {
-                source
-                    .create_server_group(cluster, stack_id, &policy(None, cluster, template))
-                    .await?
-            }
-        };
+        wanted.push((stack_id.to_owned(), policy(None, cluster, template)));
     }
-    for ng in missing {
+    for ng in &missing {
         let name = worker_name(stack_id, ng.name.as_str());
-        let id = match find(&name) {
-            Some(id) => id,
-            None => {
-                source
-                    .create_server_group(cluster, &name, &policy(Some(ng), cluster, template))
-                    .await?
-            }
-        };
+        wanted.push((name, policy(Some(ng), cluster, template)));
+    }
+    if wanted.is_empty() {
+        return Ok(out);
+    }
+    let Some(ids) = source.ensure_server_groups(cluster, &wanted).await? else {
+        return Ok(out);
+    };
+    let mut ids = ids.into_iter();
+    if out.control_plane.is_empty() {
+        out.control_plane = ids.next().unwrap_or_default();
+    }
+    for (ng, id) in missing.iter().zip(ids) {
         out.workers.insert(ng.name.to_string(), id);
     }
     Ok(out)
@@ -132,24 +112,19 @@ pub(crate) async fn remove(
     stack_id: &str,
     nodegroup: Option<&str>,
 ) -> Result<()> {
-    let Some(existing) = source.server_groups(cluster).await? else {
-        return Ok(());
-    };
     let prefix = format!("{stack_id}-");
-    let ours = |g: &ServerGroup| match nodegroup {
-        Some(ng) => g.name == worker_name(stack_id, ng),
-        None => g.name == stack_id || g.name.starts_with(&prefix),
+    let ours = |name: &str| match nodegroup {
+        Some(ng) => name == worker_name(stack_id, ng),
+        None => name == stack_id || name.starts_with(&prefix),
     };
-    for g in existing.iter().filter(|g| ours(g)) {
-        source.delete_server_group(cluster, &g.id).await?;
-    }
-    Ok(())
+    source.delete_server_groups(cluster, &ours).await
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use std::sync::Mutex;
+    use std::sync::atomic::Ordering;
 
     use async_trait::async_trait;
     use magnum_core::status::ClusterStatus;
@@ -161,12 +136,14 @@ mod tests {
     use crate::render::tests::{cluster, nodegroup, template};
     use crate::render::{Cas, CloudConfig};
 
-    /// Nova's groups of one project, in memory.
+    /// Nova's groups of one project, in memory: (id, name, policy).
     #[derive(Default)]
     struct Nova {
-        groups: Mutex<Vec<(ServerGroup, String)>>,
+        groups: Mutex<Vec<(String, String, String)>>,
         /// Every call fails, as when Nova or Keystone is away.
         down: std::sync::atomic::AtomicBool,
+        /// Calls made (each one session).
+        calls: std::sync::atomic::AtomicUsize,
     }
 
     #[async_trait]
@@ -189,38 +166,38 @@ mod tests {
         async fn delete_load_balancer(&self, _: &Cluster, _: &str) -> Result<()> {
             Ok(())
         }
-        async fn server_groups(&self, _: &Cluster) -> Result<Option<Vec<ServerGroup>>> {
-            if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+        async fn ensure_server_groups(
+            &self,
+            _: &Cluster,
+            wanted: &[(String, String)],
+        ) -> Result<Option<Vec<String>>> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            if self.down.load(Ordering::SeqCst) {
                 return Err(Error::ServiceUnavailable {
                     message: "Nova is away".into(),
                 });
             }
-            Ok(Some(
-                self.groups
-                    .lock()
-                    .unwrap()
-                    .iter()
-                    .map(|g| g.0.clone())
-                    .collect(),
-            ))
+            let mut groups = self.groups.lock().unwrap();
+            let mut ids = Vec::new();
+            for (name, policy) in wanted {
+                let id = match groups.iter().find(|g| &g.1 == name) {
+                    Some(g) => g.0.clone(),
+                    None => {
+                        let id = format!("g{}", groups.len() + 1);
+                        groups.push((id.clone(), name.clone(), policy.clone()));
+                        id
+                    }
+                };
+                ids.push(id);
+            }
+            Ok(Some(ids))
         }
-        async fn create_server_group(
+        async fn delete_server_groups(
             &self,
             _: &Cluster,
-            name: &str,
-            policy: &str,
-        ) -> Result<String> {
-            let mut groups = self.groups.lock().unwrap();
-            let id = format!("g{}", groups.len() + 1);
-            let g = ServerGroup {
-                id: id.clone(),
-                name: name.to_owned(),
-            };
-            groups.push((g, policy.to_owned()));
-            Ok(id)
-        }
-        async fn delete_server_group(&self, _: &Cluster, id: &str) -> Result<()> {
-            self.groups.lock().unwrap().retain(|g| g.0.id != id);
+            ours: &(dyn for<'n> Fn(&'n str) -> bool + Sync),
+        ) -> Result<()> {
+            self.groups.lock().unwrap().retain(|g| !ours(&g.1));
             Ok(())
         }
     }
@@ -230,7 +207,7 @@ mod tests {
             let groups = self.groups.lock().unwrap();
             groups
                 .iter()
-                .map(|(g, p)| (g.name.clone(), p.clone()))
+                .map(|(_, n, p)| (n.clone(), p.clone()))
                 .collect()
         }
     }
@@ -281,6 +258,11 @@ mod tests {
         );
         assert_eq!(made.control_plane, "g1");
         assert_eq!(made.workers.get("gpu").map(String::as_str), Some("g3"));
+        assert_eq!(
+            nova.calls.load(Ordering::SeqCst),
+            1,
+            "all three in one session"
+        );
         // A retried create finds them.
         let again = ensure(&nova, None, &c, &t, &ngs, "kube-ab12c")
             .await
@@ -298,11 +280,12 @@ mod tests {
             ]},
         }}});
         assert_eq!(from_live(&live), made);
-        nova.down.store(true, std::sync::atomic::Ordering::SeqCst);
+        nova.down.store(true, Ordering::SeqCst);
         let kept = ensure(&nova, Some(&live), &c, &t, &ngs, "kube-ab12c")
             .await
             .unwrap();
         assert_eq!(kept, made);
+        assert_eq!(nova.calls.load(Ordering::SeqCst), 2, "the retry's only");
         // A nodegroup added later needs Nova: its failure fails the operation.
         let mut more = ngs.clone();
         more.push(nodegroup("extra", NodegroupRole::Worker, 1));
@@ -311,7 +294,7 @@ mod tests {
                 .await
                 .is_err()
         );
-        nova.down.store(false, std::sync::atomic::Ordering::SeqCst);
+        nova.down.store(false, Ordering::SeqCst);
         let grown = ensure(&nova, Some(&live), &c, &t, &more, "kube-ab12c")
             .await
             .unwrap();
@@ -320,9 +303,10 @@ mod tests {
         assert_eq!(nova.named().len(), 4);
 
         // A nodegroup's delete takes its group; the cluster's, the rest (and no other's).
-        nova.create_server_group(&c, "kube-ab12cd", "affinity")
-            .await
-            .unwrap();
+        nova.groups
+            .lock()
+            .unwrap()
+            .push(("g9".into(), "kube-ab12cd".into(), "affinity".into()));
         remove(&nova, &c, "kube-ab12c", Some("gpu")).await.unwrap();
         assert!(!nova.named().iter().any(|(n, _)| n == "kube-ab12c-gpu"));
         remove(&nova, &c, "kube-ab12c", None).await.unwrap();

@@ -286,7 +286,6 @@ fn answer(service: ServiceType, status: u16, text: &str) -> Result<Value, OsErro
 pub struct ServerGroup {
     pub id: String,
     pub name: String,
-    pub policy: String,
 }
 
 /// Compute 2.15 takes the soft policies, and still the `policies` list.
@@ -314,7 +313,6 @@ pub async fn server_groups(s: &Session) -> Result<Vec<ServerGroup>, OsError> {
             Some(ServerGroup {
                 id: g["id"].as_str()?.to_owned(),
                 name: g["name"].as_str().unwrap_or_default().to_owned(),
-                policy: g["policies"][0].as_str().unwrap_or_default().to_owned(),
             })
         })
         .collect())
@@ -343,7 +341,6 @@ pub async fn create_server_group(
     Ok(ServerGroup {
         id: g["id"].as_str().unwrap_or_default().to_owned(),
         name: name.to_owned(),
-        policy: policy.to_owned(),
     })
 }
 
