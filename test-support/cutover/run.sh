@@ -106,12 +106,14 @@ upstream=${MAGNUM_TEST_UPSTREAM_VENV:-/var/tmp/magnum-rs-upstream-venv}
 W=$(mktemp -d /tmp/magnum-cutover.XXXXXX)
 mkdir -p "$W/pids" "$W/logs" "$W/state"
 TAG=$(basename "$W" | tr -cd 'a-zA-Z0-9' | tr 'A-Z' 'a-z' | tail -c 7)
-# Four free ports at random in 41000-48999 (below most clients' ephemeral ports).
+# Four free ports at random in 10000-19999: below the kernel's ephemeral range (32768-60999),
+# where any outgoing connection may take a port between its pick and its use (CI once saw
+# magnumd api's port taken so), and below the OpenStack services' 20000-32767.
 read -r KEYSTONE_PORT FRONT_PORT UPSTREAM_PORT RUST_PORT < <(python3 - <<'EOF'
 import random, socket
 picked = []
 while len(picked) < 4:
-    p = random.randint(41000, 48999)
+    p = random.randint(10000, 19999)
     if p in picked:
         continue
     s = socket.socket()

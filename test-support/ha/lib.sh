@@ -26,13 +26,14 @@ ha_env() {
     . "$W/ports.env"
 }
 
-# Picks a free block of ports and writes WORKDIR/ports.env. 41000-48999 stays clear of the
-# kernel's ephemeral range (32768+ would be, but 49xxx+ is where most clients land) and of
-# the ports the machine's own services use.
+# Picks a free block of ports and writes WORKDIR/ports.env. 10000-19999 stays clear of the
+# kernel's ephemeral range (32768-60999), where an outgoing connection may take a port
+# between its pick and its use, of the OpenStack services' 20000-32767 and of the ports the
+# machine's own services use.
 ha_layout() {
     local w=$1 base tries=0
     while :; do
-        base=$((41000 + (RANDOM % 79) * 100))
+        base=$((10000 + (RANDOM % 99) * 100))
         if python3 - "$base" "$PORT_SPAN" <<'EOF'; then break; fi
 import socket, sys
 base, span = int(sys.argv[1]), int(sys.argv[2])
