@@ -722,6 +722,16 @@ pub fn cross_checks(cluster: &Resolved) -> Vec<LabelError> {
     out
 }
 
+/// The autoscaler's bounds of one nodegroup's resolved labels: a max below the min cannot work.
+pub fn bounds(ng: &Resolved) -> Option<LabelError> {
+    let (min, max) = (ng.int("min_node_count")?, ng.int("max_node_count")?);
+    (ng.bool("auto_scaling_enabled") && min > max).then(|| {
+        LabelError::Conflict(format!(
+            "Invalid value for label max_node_count: '{max}' (below min_node_count {min})."
+        ))
+    })
+}
+
 /// Labels that no table row names, logged once per process and name (upstream accepts them).
 pub fn log_unknown(layers: &[&Labels]) {
     static SEEN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();

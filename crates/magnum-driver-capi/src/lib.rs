@@ -248,14 +248,7 @@ impl CapiDriver {
         check_labels(cluster, template, ngs)?;
         let version = render::effective(cluster, template, "kube_tag")
             .unwrap_or_else(|| self.shared.cfg.default_kube_tag.clone());
-        if parse_version(&version).is_none() {
-            return Err(Error::InvalidParameterValue {
-                message: format!(
-                    "The kube_tag label must be a Kubernetes version, vMAJOR.MINOR.PATCH (got {version})."
-                ),
-            });
-        }
-        Ok(())
+        check_kube_tag(&version)
     }
 
     async fn inputs_parts(
@@ -908,10 +901,26 @@ pub fn check_label_maps(cluster: &Labels, template: &Labels) -> Result<()> {
         .cloned()
         .chain(labels::cross_checks(&cl))
         .chain(ng.errors.iter().cloned())
+        .chain(labels::bounds(&ng))
         .next();
-    match first {
-        Some(e) => Err(e.into()),
+    if let Some(e) = first {
+        return Err(e.into());
+    }
+    match cl.text("kube_tag") {
+        Some(version) => check_kube_tag(version),
         None => Ok(()),
+    }
+}
+
+/// A `kube_tag` the topology can carry: `vMAJOR.MINOR.PATCH`.
+fn check_kube_tag(version: &str) -> Result<()> {
+    match parse_version(version) {
+        Some(_) => Ok(()),
+        None => Err(Error::InvalidParameterValue {
+            message: format!(
+                "The kube_tag label must be a Kubernetes version, vMAJOR.MINOR.PATCH (got {version})."
+            ),
+        }),
     }
 }
 
@@ -946,14 +955,7 @@ pub fn check_labels(
     for ng in ngs.iter().filter(|n| n.role != NodegroupRole::Master) {
         let l = render::nodegroup_labels(Some(ng), cluster, template);
         errors.extend(l.errors.iter().cloned());
-        if l.bool("auto_scaling_enabled")
-            && let (Some(min), Some(max)) = (l.int("min_node_count"), l.int("max_node_count"))
-            && min > max
-        {
-            errors.push(labels::LabelError::Conflict(format!(
-                "Invalid value for label max_node_count: '{max}' (below min_node_count {min})."
-            )));
-        }
+        errors.extend(labels::bounds(&l));
     }
     match errors.into_iter().next() {
         Some(e) => Err(e.into()),
@@ -1666,7 +1668,16 @@ mod tests {
             json!({"auto_scaling_enabled": "true", "min_node_count": "3", "max_node_count": "2"}),
         )
         .unwrap();
-        assert!(check_labels(&c, &t, &[ng]).is_err());
+        assert!(check_labels(&c, &t, &[ng.clone()]).is_err());
+        let e = check_label_maps(&Labels::new(), &ng.labels)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("below min_node_count 3"), "{e}");
+        let tag = serde_json::from_value(json!({"kube_tag": "latest"})).unwrap();
+        let e = check_label_maps(&tag, &Labels::new())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("(got latest)"), "{e}");
         let cl = serde_json::from_value(
             json!({"octavia_provider": "ovn", "octavia_lb_algorithm": "ROUND_ROBIN"}),
         )
