@@ -136,6 +136,13 @@ def seed_nova():
     kp = Api(DEMO, "compute").call(
         "POST", "/os-keypairs", json={"keypair": {"name": "demo-key", "public_key": public_key}}
     )["keypair"]
+    # Every Cluster API cluster takes a server group per nodegroup and one for its control
+    # plane; Nova's default of 10 per project is two tests' worth.
+    n.call(
+        "PUT",
+        "/os-quota-sets/%s" % DEMO.get_project_id(),
+        json={"quota_set": {"server_groups": 100}},
+    )
     out = keyed("FLAVOR", made)
     out["MAGNUM_TEST_OS_KEYPAIR_DEMO_KEY_FINGERPRINT"] = kp["fingerprint"]
     return out, "nova: %d public flavors; keypair demo-key of demo-member (%s)" % (len(made), kp["fingerprint"])
@@ -218,6 +225,10 @@ def check_demo(ids):
     kp = Api(DEMO, "compute").call("GET", "/os-keypairs/demo-key")["keypair"]
     lines.append("demo-member sees its keypair %s (%s)" % (kp["name"], kp["fingerprint"]))
     Api(DEMO, "compute").call("GET", "/os-keypairs/no-such-key", want=(404,))
+    quota = Api(DEMO, "compute").call("GET", "/os-quota-sets/%s" % DEMO.get_project_id())["quota_set"]
+    if quota["server_groups"] != 100:
+        raise Failed("nova", "demo's server group quota is %s, not 100" % quota["server_groups"])
+    lines.append("demo may have %d server groups" % quota["server_groups"])
     q = Api(DEMO, "network")
     ext = q.call("GET", "/v2.0/networks?router:external=True")["networks"]
     expect("external networks", [n["name"] for n in ext], ["public", "public2", "dup-ext", "dup-ext"], "neutron")
