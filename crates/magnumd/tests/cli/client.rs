@@ -213,6 +213,79 @@ impl Cli {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Many commands through one interpreter of the real client: openstackclient's own
+    /// `main(argv)` per command, so each costs its request, not the client's start-up (about
+    /// 1.5 s of imports). Each answer: the exit code and what the command printed.
+    pub(crate) fn batch(&self, cloud: &str, commands: &[Vec<String>]) -> Vec<(i32, String)> {
+        const RUNNER: &str = r#"
+import contextlib, io, json, sys
+from openstackclient import shell
+for line in sys.stdin:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        try:
+            rc = shell.main(json.loads(line))
+        except SystemExit as e:
+            rc = e.code if isinstance(e.code, int) else 1
+    sys.__stdout__.write(json.dumps([rc or 0, out.getvalue()]) + "\n")
+    sys.__stdout__.flush()
+"#;
+        // The console script's interpreter is the venv's Python.
+        let script = std::fs::read_to_string(&self.openstack).unwrap();
+        let python = script
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("#!"))
+            .unwrap_or_else(|| panic!("{} has no #! line", self.openstack))
+            .trim()
+            .to_owned();
+        let mut input = String::new();
+        for args in commands {
+            let mut argv: Vec<&str> = self.global.iter().map(String::as_str).collect();
+            if self.clouds.is_some() {
+                argv.extend(["--os-cloud", cloud]);
+            }
+            argv.extend(args.iter().map(String::as_str));
+            input.push_str(&serde_json::to_string(&argv).unwrap());
+            input.push('\n');
+        }
+        let mut cmd = Command::new(python);
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env(
+                "HOME",
+                std::env::var("HOME").unwrap_or_else(|_| "/tmp".into()),
+            )
+            .env("PYTHONWARNINGS", "ignore")
+            .args(["-c", RUNNER])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(clouds) = &self.clouds {
+            cmd.env("OS_CLIENT_CONFIG_FILE", clouds);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        // Written from a thread: the answers fill the pipe while the commands go in.
+        let feeder = std::thread::spawn(move || {
+            use std::io::Write as _;
+            stdin.write_all(input.as_bytes())
+        });
+        let out = child.wait_with_output().unwrap();
+        feeder.join().unwrap().unwrap();
+        let answers: Vec<(i32, String)> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        assert_eq!(
+            answers.len(),
+            commands.len(),
+            "the client's interpreter stopped early: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        answers
+    }
+
     /// Run and expect the API's refusal with `status` and text in the client's message.
     pub(crate) fn refused(&self, cloud: &str, args: &[&str], status: u16, text: &str) {
         let out = self.run(cloud, args);

@@ -5,6 +5,7 @@
 
 mod capi;
 mod capi_adopt;
+mod capi_labels;
 mod client;
 mod cloud;
 mod crash;
