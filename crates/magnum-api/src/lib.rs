@@ -25,7 +25,6 @@ pub use magnum_service::validate::{Flavor, Found, Image, Named};
 pub use magnum_service::{
     Lookups, NoValidation, OpenStackValidator, ResourceValidator, ServiceSettings, Services,
 };
-pub use v1::rendered::ItemCache;
 
 /// What the API needs from magnum.conf.
 #[derive(Clone, Debug)]
@@ -58,8 +57,6 @@ pub struct AppState {
     pub settings: ApiSettings,
     /// The domain services: the only way a handler changes anything.
     pub services: Services,
-    /// List items rendered before, under the bytes of their rows (v1/rendered.rs).
-    pub rendered: ItemCache,
 }
 
 /// The axum application: one fallback handler that does its own routing.

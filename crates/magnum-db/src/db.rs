@@ -85,6 +85,8 @@ pub struct Database {
     down: Arc<watch::Sender<Option<String>>>,
     /// Connections the hot lists keep between requests (shelf.rs).
     shelves: Arc<Shelves>,
+    /// The hot lists' items, kept rendered under their rows' bytes (items.rs).
+    items: Arc<crate::items::ItemCache>,
 }
 
 /// How often the server is asked whether it is there, and how long it may take to say so.
@@ -285,6 +287,7 @@ impl Database {
             engine: url.engine,
             conn,
             shelves,
+            items: Arc::default(),
             settings,
             down,
         })
@@ -367,6 +370,15 @@ impl Database {
 
     pub(crate) fn shelves(&self) -> &Shelves {
         &self.shelves
+    }
+
+    pub(crate) fn items(&self) -> &crate::items::ItemCache {
+        &self.items
+    }
+
+    /// How many list items are kept rendered now (items.rs).
+    pub fn rendered_items(&self) -> usize {
+        self.items.len()
     }
 
     /// Close the pool, once every connection is back (the shelved ones first).

@@ -6,6 +6,7 @@
 //! read, so concurrent writers never silently overwrite each other.
 
 pub mod fields;
+pub mod items;
 pub mod json;
 pub mod model;
 pub mod records;

@@ -279,7 +279,6 @@ pub async fn run(cfg: &Config, opts: ServeOptions) -> Result<(), Failure> {
         policy: policy(cfg, &opts.config_dirs)?,
         settings: api_settings(cfg),
         services,
-        rendered: Default::default(),
     });
     let addr = format!("{}:{}", cfg.api.host, cfg.api.port);
     let listener = tokio::net::TcpListener::bind(&addr)

@@ -4,12 +4,11 @@ use axum::response::Response;
 use http::StatusCode;
 use magnum_core::RequestContext;
 use magnum_core::ids::is_uuid_like;
-use magnum_db::repo::cluster_template::{ClusterTemplate, TemplateRow, TemplateSink};
+use magnum_db::repo::cluster_template::{ClusterTemplate, TemplateRow};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::json_out as out;
-use super::rendered::{Items, List};
 use super::{Link, ListParams, Ts, created, ctx_target, links, no_content, owner_target, raw_json};
 use crate::AppState;
 use crate::error::ApiResult;
@@ -293,36 +292,18 @@ async fn list(app: &AppState, req: &Req, detail: bool) -> ApiResult<Response> {
     let limit = usize::try_from(params.limit).unwrap_or(usize::MAX).min(128);
     let mut body = Vec::with_capacity(32 + 1280 * limit);
     body.extend_from_slice(b"{\"clustertemplates\":[");
-    let mut sink = Templates {
-        items: Items::new(&app.rendered, body, List::Templates, &req.base),
-        base: &req.base,
-    };
-    let n = app
+    let base = req.base.as_str();
+    let list = app
         .db
         .cluster_templates()
-        .list_each(&ctx, &params.page(marker), &mut sink)
+        .list_rendered(&ctx, &params.page(marker), body, base, |t, o| {
+            write_item(o, t, base)
+        })
         .await?;
-    let (mut body, last) = sink.items.finish();
-    let next = params.next(&req.base, path, n, last);
+    let mut body = list.body;
+    let next = params.next(base, path, list.count, list.last);
     out::end_list(&mut body, next.as_deref());
     Ok(out::respond(body))
-}
-
-/// The list's rows, rendered into its body.
-struct Templates<'a> {
-    items: Items<'a>,
-    base: &'a str,
-}
-
-impl TemplateSink for Templates<'_> {
-    fn known(&mut self, raw: &[u8]) -> bool {
-        self.items.known([0; 16], raw)
-    }
-
-    fn row(&mut self, t: &TemplateRow<'_>) {
-        let base = self.base;
-        self.items.write(t.uuid, |o| write_item(o, t, base));
-    }
 }
 
 /// A list item, written straight from the driver's row: the same bytes as serde_json's

@@ -11,7 +11,6 @@ pub mod lookup;
 pub mod mservices;
 pub mod nodegroups;
 pub mod quotas;
-pub mod rendered;
 pub mod stats;
 
 /// Every resource's route table: what dispatch serves and the OpenAPI document describes.

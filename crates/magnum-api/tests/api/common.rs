@@ -116,7 +116,6 @@ pub async fn start_with_settings(auth: Auth, settings: ApiSettings) -> Server {
         policy: Enforcer::new(PolicyOptions::default()).unwrap(),
         settings,
         services,
-        rendered: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

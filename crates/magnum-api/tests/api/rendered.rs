@@ -1,4 +1,4 @@
-//! The lists' kept items (src/v1/rendered.rs): on MariaDB a list item is rendered once per
+//! The lists' kept items (magnum-db src/items.rs): on MariaDB a list item is rendered once per
 //! distinct row and copied after; what a client reads must be what a fresh render gives,
 //! change as soon as the row (or a cluster's node counts) changes, and follow the
 //! microversion. On SQLite nothing is kept, and the same answers are checked.
@@ -52,9 +52,12 @@ async fn kept_list_items_are_what_a_fresh_render_gives() {
 
     let (first, v) = text(&s, MEMBER, "latest", templates).await;
     if mysql {
-        assert_eq!(s.state.rendered.len(), 2, "one item per template kept");
+        assert_eq!(s.state.db.rendered_items(), 2, "one item per template kept");
     } else {
-        assert!(s.state.rendered.is_empty(), "SQLite has no row bytes");
+        assert!(
+            (s.state.db.rendered_items() == 0),
+            "SQLite has no row bytes"
+        );
     }
     for _ in 0..2 {
         assert_eq!(text(&s, MEMBER, "latest", templates).await.0, first);
@@ -141,6 +144,6 @@ async fn kept_list_items_are_what_a_fresh_render_gives() {
     if mysql {
         // Two templates (one renamed: three), two clusters at two microversions, one
         // resized and one changed: each distinct rendering kept once.
-        assert_eq!(s.state.rendered.len(), 3 + 4 + 2, "kept items");
+        assert_eq!(s.state.db.rendered_items(), 3 + 4 + 2, "kept items");
     }
 }

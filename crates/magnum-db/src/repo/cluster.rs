@@ -16,6 +16,7 @@ use super::{
 use crate::Database;
 use crate::entity::{cluster, nodegroup};
 use crate::errors::map_db_err;
+use crate::items::{Items, List, RenderedList};
 use crate::rows::{self, EngineRow};
 
 pub use crate::records::Cluster;
@@ -112,24 +113,56 @@ impl ClusterBrief<'_> {
     }
 }
 
-/// Where the streamed brief list hands its clusters. A closure taking a [`ClusterBrief`] is
-/// one; a sink that can render a cluster from its row's bytes also implements
-/// [`Self::known`].
+/// Where [`ClusterRepo::list_brief_each`] hands its clusters, decoded. A closure taking a
+/// [`ClusterBrief`] is one.
 pub trait BriefSink {
-    /// The page row's bytes as the server sent them, with the cluster's node counts, before
-    /// anything is decoded (MariaDB and MySQL only; rows of the page with equal bytes hold
-    /// equal values): true when the sink handled the cluster from them, and then
-    /// [`Self::row`] is not called for it.
-    fn known(&mut self, _raw: &[u8], _node_count: i64, _master_count: i64) -> bool {
-        false
-    }
-    /// The cluster decoded (after `known` said false, or on an engine without row bytes).
     fn row(&mut self, cluster: &ClusterBrief<'_>);
 }
 
 impl<F: FnMut(&ClusterBrief<'_>)> BriefSink for F {
     fn row(&mut self, cluster: &ClusterBrief<'_>) {
         self(cluster)
+    }
+}
+
+/// How the brief list takes its clusters: first the page row's bytes as the server sent them,
+/// with the cluster's node counts (MariaDB and MySQL only; rows of the page with equal bytes
+/// hold equal values), true when handled from them (then `row` is not called); else the
+/// cluster decoded. Crate-internal: the bytes stay here.
+trait BriefRows {
+    fn known(&mut self, _raw: &[u8], _node_count: i64, _master_count: i64) -> bool {
+        false
+    }
+    fn row(&mut self, cluster: &ClusterBrief<'_>);
+}
+
+/// A caller's sink: every cluster decoded.
+struct Decoded<'s, S: ?Sized>(&'s mut S);
+
+impl<S: BriefSink + ?Sized> BriefRows for Decoded<'_, S> {
+    fn row(&mut self, cluster: &ClusterBrief<'_>) {
+        self.0.row(cluster);
+    }
+}
+
+/// The caller's rendering, each item kept under its row's bytes and node counts
+/// ([`crate::items`]).
+struct Rendered<'c, F> {
+    items: Items<'c>,
+    render: F,
+}
+
+impl<F: FnMut(&ClusterBrief<'_>, &mut Vec<u8>)> BriefRows for Rendered<'_, F> {
+    fn known(&mut self, raw: &[u8], node_count: i64, master_count: i64) -> bool {
+        let mut counts = [0u8; 16];
+        counts[..8].copy_from_slice(&node_count.to_le_bytes());
+        counts[8..].copy_from_slice(&master_count.to_le_bytes());
+        self.items.known(counts, raw)
+    }
+
+    fn row(&mut self, c: &ClusterBrief<'_>) {
+        let render = &mut self.render;
+        self.items.write(c.uuid, |o| render(c, o));
     }
 }
 
@@ -147,7 +180,7 @@ async fn brief_on<DB, S>(
 where
     DB: rows::Engine,
     DB::Row: EngineRow,
-    S: BriefSink + Send + ?Sized,
+    S: BriefRows + Send + ?Sized,
 {
     // With a spare connection the page is sent at once and the counts read beside it.
     let (counts, page) = match spare {
@@ -523,7 +556,7 @@ impl ClusterRepo<'_> {
         Ok(out)
     }
 
-    /// One page of the brief list with each cluster's node counts, handed to `visit` row by
+    /// One page of the brief list with each cluster's node counts, handed to `sink` row by
     /// row as the driver reads them, text borrowed from the row (nothing collected, no owned
     /// model). Two statements on one connection: `(cluster, role, count)` of the nodegroups
     /// joined on the page, then the page's columns that the list shows. Returns the number of
@@ -538,6 +571,44 @@ impl ClusterRepo<'_> {
     ) -> Result<usize>
     where
         S: BriefSink + Send + ?Sized,
+    {
+        self.brief_stream(ctx, filters, page, &mut Decoded(sink))
+            .await
+    }
+
+    /// One page rendered after `body` (the list's opening; every item of a `list` and
+    /// `base` depends on them besides its row): each cluster written by `render` as the
+    /// driver reads it, or copied from the item `render` wrote before for an equal row with
+    /// the same node counts (the list's hot path, [`crate::items`]). The statements of
+    /// [`Self::list_brief_each`].
+    pub async fn list_brief_rendered<F>(
+        &self,
+        ctx: &RequestContext,
+        filters: &ClusterFilters,
+        page: &Page<Cluster>,
+        (body, list, base): (Vec<u8>, List, &str),
+        render: F,
+    ) -> Result<RenderedList>
+    where
+        F: FnMut(&ClusterBrief<'_>, &mut Vec<u8>) + Send,
+    {
+        let mut sink = Rendered {
+            items: Items::new(self.db.items(), body, list, base),
+            render,
+        };
+        let n = self.brief_stream(ctx, filters, page, &mut sink).await?;
+        Ok(sink.items.list(n))
+    }
+
+    async fn brief_stream<S>(
+        &self,
+        ctx: &RequestContext,
+        filters: &ClusterFilters,
+        page: &Page<Cluster>,
+        sink: &mut S,
+    ) -> Result<usize>
+    where
+        S: BriefRows + Send + ?Sized,
     {
         use sea_orm::sea_query::{Alias, JoinType};
         use sea_orm::{QuerySelect, QueryTrait};

@@ -13,6 +13,7 @@ use super::{
 };
 use crate::Database;
 use crate::entity::{cluster, cluster_template};
+use crate::items::{Items, List, RenderedList};
 use crate::rows::Cols;
 
 pub use crate::records::ClusterTemplate;
@@ -111,22 +112,51 @@ impl<'r> TemplateRow<'r> {
     }
 }
 
-/// Where the streamed template list hands its rows. A closure taking a [`TemplateRow`] is
-/// one; a sink that can render a row from its bytes alone also implements [`Self::known`].
+/// Where [`ClusterTemplateRepo::list_each`] hands its rows, decoded. A closure taking a
+/// [`TemplateRow`] is one.
 pub trait TemplateSink {
-    /// The row's bytes as the server sent them, before anything is decoded (MariaDB and
-    /// MySQL only; rows of the list with equal bytes hold equal values): true when the sink
-    /// handled the row from them, and then [`Self::row`] is not called for it.
-    fn known(&mut self, _raw: &[u8]) -> bool {
-        false
-    }
-    /// The row decoded (after `known` said false, or on an engine without row bytes).
     fn row(&mut self, row: &TemplateRow<'_>);
 }
 
 impl<F: FnMut(&TemplateRow<'_>)> TemplateSink for F {
     fn row(&mut self, row: &TemplateRow<'_>) {
         self(row)
+    }
+}
+
+/// How the streamed list takes its rows: first the row's bytes as the server sent them (MariaDB
+/// and MySQL only; rows of the list with equal bytes hold equal values), true when handled from
+/// them (then `row` is not called); else the row decoded. Crate-internal: the bytes stay here.
+trait Rows {
+    fn known(&mut self, _raw: &[u8]) -> bool {
+        false
+    }
+    fn row(&mut self, row: &TemplateRow<'_>);
+}
+
+/// A caller's sink: every row decoded.
+struct Decoded<'s, S: ?Sized>(&'s mut S);
+
+impl<S: TemplateSink + ?Sized> Rows for Decoded<'_, S> {
+    fn row(&mut self, row: &TemplateRow<'_>) {
+        self.0.row(row);
+    }
+}
+
+/// The caller's rendering, each item kept under its row's bytes ([`crate::items`]).
+struct Rendered<'c, F> {
+    items: Items<'c>,
+    render: F,
+}
+
+impl<F: FnMut(&TemplateRow<'_>, &mut Vec<u8>)> Rows for Rendered<'_, F> {
+    fn known(&mut self, raw: &[u8]) -> bool {
+        self.items.known([0; 16], raw)
+    }
+
+    fn row(&mut self, t: &TemplateRow<'_>) {
+        let render = &mut self.render;
+        self.items.write(t.uuid, |o| render(t, o));
     }
 }
 
@@ -139,7 +169,7 @@ async fn each_template<DB, S>(
 where
     DB: crate::rows::Engine,
     DB::Row: crate::rows::EngineRow,
-    S: TemplateSink + Send + ?Sized,
+    S: Rows + Send + ?Sized,
 {
     use crate::rows::EngineRow;
     crate::rows::each_row(conn, page, |r: DB::Row| {
@@ -250,8 +280,8 @@ impl ClusterTemplateRepo<'_> {
     }
 
     /// One page, handed to `sink` row by row as the driver reads it, text borrowed from the
-    /// row (the list's hot path: no owned model per template). The same statement as
-    /// [`Self::list`]; returns the number of templates.
+    /// row (no owned model per template). The same statement as [`Self::list`]; returns the
+    /// number of templates.
     pub async fn list_each<S>(
         &self,
         ctx: &RequestContext,
@@ -260,6 +290,41 @@ impl ClusterTemplateRepo<'_> {
     ) -> Result<usize>
     where
         S: TemplateSink + Send + ?Sized,
+    {
+        self.stream(ctx, page, &mut Decoded(sink)).await
+    }
+
+    /// One page rendered after `body` (the list's opening, which every item of a `base`
+    /// shares): each template written by `render` as the driver reads it, or copied from the
+    /// item `render` wrote before for an equal row (the list's hot path, [`crate::items`]).
+    /// The same statement as [`Self::list`].
+    pub async fn list_rendered<F>(
+        &self,
+        ctx: &RequestContext,
+        page: &Page<ClusterTemplate>,
+        body: Vec<u8>,
+        base: &str,
+        render: F,
+    ) -> Result<RenderedList>
+    where
+        F: FnMut(&TemplateRow<'_>, &mut Vec<u8>) + Send,
+    {
+        let mut sink = Rendered {
+            items: Items::new(self.db.items(), body, List::Templates, base),
+            render,
+        };
+        let n = self.stream(ctx, page, &mut sink).await?;
+        Ok(sink.items.list(n))
+    }
+
+    async fn stream<S>(
+        &self,
+        ctx: &RequestContext,
+        page: &Page<ClusterTemplate>,
+        sink: &mut S,
+    ) -> Result<usize>
+    where
+        S: Rows + Send + ?Sized,
     {
         use sea_orm::QueryTrait;
         let backend = self.db.backend();

@@ -5,8 +5,9 @@ use magnum_core::ids::Identity;
 use magnum_core::model::NodegroupRole;
 use magnum_core::status::ClusterStatus;
 use magnum_core::{Error, RequestContext};
-use magnum_db::repo::cluster::{BriefSink, Cluster, ClusterBrief, ClusterFilters, ClusterStats};
-use magnum_db::repo::cluster_template::{ClusterTemplate, TemplateRow, TemplateSink};
+use magnum_db::items::List;
+use magnum_db::repo::cluster::{Cluster, ClusterBrief, ClusterFilters, ClusterStats};
+use magnum_db::repo::cluster_template::ClusterTemplate;
 use magnum_db::repo::federation::{Federation, FederationFilters};
 use magnum_db::repo::magnum_service;
 use magnum_db::repo::nodegroup::{NodeGroup, NodeGroupFilters};
@@ -654,42 +655,12 @@ async fn quotas_services_keypairs_and_federations() {
     });
 }
 
-/// Records what a streamed list hands over: each row's bytes (`known`) and each decoded row
-/// (`row`); `known` answers from `skip`.
-#[derive(Default)]
-struct Recorder {
-    raw: Vec<Vec<u8>>,
-    decoded: Vec<String>,
-    counts: Vec<(i64, i64)>,
-    skip: bool,
-}
-
-impl TemplateSink for Recorder {
-    fn known(&mut self, raw: &[u8]) -> bool {
-        self.raw.push(raw.to_vec());
-        self.skip
-    }
-    fn row(&mut self, t: &TemplateRow<'_>) {
-        self.decoded.push(t.name.unwrap_or_default().to_owned());
-    }
-}
-
-impl BriefSink for Recorder {
-    fn known(&mut self, raw: &[u8], node_count: i64, master_count: i64) -> bool {
-        self.raw.push(raw.to_vec());
-        self.counts.push((node_count, master_count));
-        self.skip
-    }
-    fn row(&mut self, c: &ClusterBrief<'_>) {
-        self.decoded.push(c.name.unwrap_or_default().to_owned());
-    }
-}
-
-/// The streamed lists hand a sink each row's bytes before decoding it (MariaDB's binary
-/// rows; the other engines lend none and every row is decoded): equal rows have equal bytes,
-/// a changed row other bytes, and a row the sink knows from its bytes is not decoded.
+/// The hot lists render each row through the caller's rendering, except a row equal to one
+/// rendered before (MariaDB's binary rows, kept under their bytes in items.rs): its item is
+/// copied and the rendering is not asked. A changed row, or a cluster whose node counts
+/// changed, is rendered again. The other engines render every row every time.
 #[tokio::test]
-async fn streamed_lists_hand_over_row_bytes_before_decoding() {
+async fn hot_lists_render_each_distinct_row_once_on_mariadb() {
     on_every_engine!(at_head, |t| {
         let db = &t.db;
         let mysql = t.engine == magnum_db::Engine::MySql;
@@ -700,75 +671,88 @@ async fn streamed_lists_hand_over_row_bytes_before_decoding() {
         let one = template(db, "p1", "one", false, false).await;
         template(db, "p1", "two", false, false).await;
         let ctx = &ctx;
-        let list = |skip: bool| async move {
-            let mut r = Recorder {
-                skip,
-                ..Default::default()
-            };
-            db.cluster_templates()
-                .list_each(ctx, &Page::default(), &mut r)
+        // (body, the rows the rendering was asked for)
+        let templates = || async move {
+            let asked = std::sync::Mutex::new(Vec::new());
+            let list = db
+                .cluster_templates()
+                .list_rendered(ctx, &Page::default(), b"[".to_vec(), "http://x", |t, o| {
+                    let name = t.name.unwrap_or_default();
+                    asked.lock().unwrap().push(name.to_owned());
+                    o.extend_from_slice(name.as_bytes());
+                })
                 .await
                 .unwrap();
-            r
+            assert_eq!(list.count, 2);
+            assert!(list.last.is_some());
+            (
+                String::from_utf8(list.body).unwrap(),
+                asked.into_inner().unwrap(),
+            )
         };
-        let first = list(false).await;
-        assert_eq!(first.decoded, ["one", "two"]);
-        if !mysql {
-            assert!(first.raw.is_empty(), "{:?}", t.engine);
-            assert_eq!(list(true).await.decoded, ["one", "two"]);
-        } else {
-            row_bytes_on_mariadb(db, ctx, &one, first, list).await;
-        }
-    });
-}
-
-async fn row_bytes_on_mariadb<F, Fut>(
-    db: &Database,
-    ctx: &RequestContext,
-    one: &ClusterTemplate,
-    first: Recorder,
-    list: F,
-) where
-    F: Fn(bool) -> Fut,
-    Fut: std::future::Future<Output = Recorder>,
-{
-    {
-        assert_eq!(first.raw.len(), 2);
-        assert_ne!(first.raw[0], first.raw[1]);
-        // Known from their bytes: nothing decoded.
-        let known = list(true).await;
-        assert_eq!(known.raw, first.raw);
-        assert!(known.decoded.is_empty());
-        // One template changed: its bytes change, the other's do not.
+        let (body, asked) = templates().await;
+        assert_eq!((body.as_str(), asked.len()), ("[one,two", 2));
+        let (body, asked) = templates().await;
+        assert_eq!(body, "[one,two");
+        assert_eq!(asked.len(), if mysql { 0 } else { 2 }, "{:?}", t.engine);
         let mut renamed = one.clone();
         renamed.name = Some("uno".into());
-        db.cluster_templates().save(one, &renamed).await.unwrap();
-        let after = list(false).await;
-        assert_eq!(after.decoded, ["uno", "two"]);
-        assert_ne!(after.raw[0], first.raw[0]);
-        assert_eq!(after.raw[1], first.raw[1]);
+        db.cluster_templates().save(&one, &renamed).await.unwrap();
+        let (body, asked) = templates().await;
+        assert_eq!(body, "[uno,two");
+        assert_eq!(
+            asked,
+            if mysql {
+                vec!["uno"]
+            } else {
+                vec!["uno", "two"]
+            }
+        );
 
-        // The brief clusters list: bytes with the page row's node counts.
+        // The brief clusters list: the node counts are part of what an item is kept under.
         let c = cluster(db, "p1", "c", "t").await;
         nodegroup(db, &c, "default-master", "master", 1).await;
-        nodegroup(db, &c, "default-worker", "worker", 3).await;
-        let mut r = Recorder::default();
-        db.clusters()
-            .list_brief_each(ctx, &ClusterFilters::default(), &Page::default(), &mut r)
-            .await
-            .unwrap();
-        assert_eq!(r.decoded, ["c"]);
-        assert_eq!(r.counts, [(3, 1)]);
-        assert_eq!(r.raw.len(), 1);
-        r.skip = true;
-        r.decoded.clear();
-        db.clusters()
-            .list_brief_each(ctx, &ClusterFilters::default(), &Page::default(), &mut r)
-            .await
-            .unwrap();
-        assert!(r.decoded.is_empty());
-        assert_eq!(r.raw[0], r.raw[1]);
-    }
+        let worker = nodegroup(db, &c, "default-worker", "worker", 3).await;
+        let clusters = || async move {
+            let asked = std::sync::Mutex::new(0);
+            let list = db
+                .clusters()
+                .list_brief_rendered(
+                    ctx,
+                    &ClusterFilters::default(),
+                    &Page::default(),
+                    (Vec::new(), List::ClustersBrief, "http://x"),
+                    |c, o| {
+                        *asked.lock().unwrap() += 1;
+                        o.extend_from_slice(
+                            format!(
+                                "{}:{}/{}",
+                                c.name.unwrap_or_default(),
+                                c.node_count,
+                                c.master_count
+                            )
+                            .as_bytes(),
+                        );
+                    },
+                )
+                .await
+                .unwrap();
+            (
+                String::from_utf8(list.body).unwrap(),
+                asked.into_inner().unwrap(),
+            )
+        };
+        assert_eq!(clusters().await, ("c:3/1".to_owned(), 1));
+        assert_eq!(clusters().await, ("c:3/1".to_owned(), usize::from(!mysql)));
+        let mut more = worker.clone();
+        more.node_count = Some(5);
+        db.nodegroups().save(&worker, &more).await.unwrap();
+        assert_eq!(
+            clusters().await,
+            ("c:5/1".to_owned(), 1),
+            "new counts: rendered again"
+        );
+    });
 }
 
 /// The sweep's read: the listed clusters still in the statuses, each with its nodegroups

@@ -36,23 +36,21 @@ pub(super) async fn list(app: &AppState, req: &Req, detail: bool) -> ApiResult<R
         let mut body = Vec::with_capacity(16 + BRIEF_BYTES * limit);
         let cluster_id = req.version >= ApiVersion::new(1, 13);
         body.extend_from_slice(b"{\"clusters\":[");
-        let list = if cluster_id {
+        let kind = if cluster_id {
             List::ClustersBrief
         } else {
             List::ClustersBriefBelow113
         };
-        let mut sink = Briefs {
-            items: Items::new(&app.rendered, body, list, &req.base),
-            base: &req.base,
-            cluster_id,
-        };
-        let n = app
+        let base = req.base.as_str();
+        let list = app
             .db
             .clusters()
-            .list_brief_each(&ctx, &filters, &page, &mut sink)
+            .list_brief_rendered(&ctx, &filters, &page, (body, kind, base), |c, o| {
+                brief(o, c, base, cluster_id)
+            })
             .await?;
-        let (mut body, last) = sink.items.finish();
-        let next = params.next(&req.base, path, n, last);
+        let mut body = list.body;
+        let next = params.next(base, path, list.count, list.last);
         out::end_list(&mut body, next.as_deref());
         return Ok(out::respond(body));
     }

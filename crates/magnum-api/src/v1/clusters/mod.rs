@@ -18,7 +18,7 @@ use magnum_core::ids::is_uuid_like;
 use magnum_core::model::NodegroupRole;
 use magnum_core::status::{ClusterHealthStatus, ClusterStatus};
 use magnum_core::{Error, RequestContext};
-use magnum_db::repo::cluster::{BriefSink, Cluster, ClusterBrief, ClusterFilters};
+use magnum_db::repo::cluster::{Cluster, ClusterBrief, ClusterFilters};
 use magnum_db::repo::nodegroup::NodeGroup;
 use magnum_service::clusters::{ClusterChange, NewCluster, ZERO_NODES};
 use serde_json::value::RawValue;
@@ -26,7 +26,6 @@ use serde_json::{Map, Value, json};
 
 use super::json_out as out;
 use super::lookup::{self, admin_scope, labels_diff};
-use super::rendered::{Items, List};
 use super::{
     Link, ListParams, Ts, bad_marker, ctx_target, links, no_content, owner_target, raw_json,
     respond,
@@ -40,6 +39,7 @@ use crate::input::{
 use crate::patch::{PatchRules, apply_patch, parse_patch};
 use crate::request::Req;
 use crate::version::ApiVersion;
+use magnum_db::items::List;
 
 mod create;
 mod delete;
@@ -242,28 +242,6 @@ fn cluster_links(base: &str, c: &Cluster) -> [Link; 2] {
         base,
         &format!("clusters/{}", c.uuid.as_deref().unwrap_or_default()),
     )
-}
-
-/// The brief list's clusters, rendered into its body (or copied, rendered before from an
-/// equal row with the same node counts).
-struct Briefs<'a> {
-    items: Items<'a>,
-    base: &'a str,
-    cluster_id: bool,
-}
-
-impl BriefSink for Briefs<'_> {
-    fn known(&mut self, raw: &[u8], node_count: i64, master_count: i64) -> bool {
-        let mut counts = [0u8; 16];
-        counts[..8].copy_from_slice(&node_count.to_le_bytes());
-        counts[8..].copy_from_slice(&master_count.to_le_bytes());
-        self.items.known(counts, raw)
-    }
-
-    fn row(&mut self, c: &ClusterBrief<'_>) {
-        let (base, cluster_id) = (self.base, self.cluster_id);
-        self.items.write(c.uuid, |o| brief(o, c, base, cluster_id));
-    }
 }
 
 /// A brief list item, keys in upstream's order, written straight from the driver's row:

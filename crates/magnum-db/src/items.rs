@@ -1,4 +1,8 @@
-//! List items already rendered, kept under the bytes of the row they were rendered from.
+//! List items already rendered, kept under the bytes of the row they were rendered from: the
+//! storage side of the hot lists' speed (`ClusterTemplateRepo::list_rendered`,
+//! `ClusterRepo::list_brief_rendered`). The caller gives the rendering; whether an item is
+//! rendered from a decoded row or copied from an earlier rendering of an equal row stays in
+//! here, so no row bytes leave storage and every engine takes the same path above it.
 //!
 //! A list item's JSON is a function of its row (the columns the list selects), the request's
 //! base URL and a few facts of the list (its kind, the microversion's key names, a cluster's
@@ -7,7 +11,8 @@
 //! kept under those bytes and facts, and a later request that reads an equal row copies it
 //! instead of decoding the row, checking its text for UTF-8, validating its labels and
 //! escaping its strings (with the row left unsplit by the driver, a templates request then
-//! runs a quarter of the instructions it did).
+//! runs a quarter of the instructions it did). PostgreSQL and SQLite lend no row bytes: every
+//! row is decoded and rendered.
 //!
 //! Nothing can be stale: the statement runs on every request, the database stays the only
 //! source of truth, and a row that changed has other bytes, so it misses; its old item is
@@ -23,11 +28,15 @@ const CAPACITY: u64 = 8 << 20;
 /// Bookkeeping per entry, roughly, for the weight.
 const OVERHEAD: u64 = 96;
 
-/// Which list an item belongs to (with the base URL, the facts every item of a list shares).
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum List {
+/// Which list an item belongs to: with the base URL, what every item of a list depends on
+/// besides its row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum List {
+    /// `GET /v1/clustertemplates`.
     Templates,
+    /// `GET /v1/clusters` from microversion 1.13 (`cluster_id`).
     ClustersBrief,
+    /// The same below 1.13 (`stack_id`).
     ClustersBriefBelow113,
 }
 
@@ -97,7 +106,8 @@ impl quick_cache::Weighter<Key, Arc<Item>> for Weight {
 /// over with fresh numbers, and items under the old ones are evicted in time.
 const MAX_FACTS: usize = 64;
 
-/// The process's rendered list items (shared by every request; internally sharded).
+/// The process's rendered list items (shared by every request and every handle of the
+/// database; internally sharded).
 pub struct ItemCache {
     items: quick_cache::sync::Cache<Key, Arc<Item>, Weight, foldhash::fast::RandomState>,
     facts: std::sync::Mutex<Facts>,
@@ -108,6 +118,14 @@ struct Facts {
     /// Per base URL, the number of each list kind's facts (indexed by `List as usize`).
     numbers: std::collections::HashMap<String, [Option<u64>; 3]>,
     next: u64,
+}
+
+impl std::fmt::Debug for ItemCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ItemCache")
+            .field("items", &self.items.len())
+            .finish()
+    }
 }
 
 impl Default for ItemCache {
@@ -161,6 +179,15 @@ impl ItemCache {
         f.numbers.entry(base.to_owned()).or_default()[list as usize] = Some(n);
         n
     }
+}
+
+/// A list rendered by storage: the body (the caller's opening, then the items, separated by
+/// commas), how many rows the page had, and the last one's uuid (the next page's marker).
+#[derive(Debug)]
+pub struct RenderedList {
+    pub body: Vec<u8>,
+    pub count: usize,
+    pub last: Option<String>,
 }
 
 /// A list body being written, item by item, from rows or from the cache.
@@ -252,6 +279,12 @@ impl<'a> Items<'a> {
     pub(crate) fn finish(self) -> (Vec<u8>, Option<String>) {
         let last = self.last_is_some.then_some(self.last);
         (self.body, last)
+    }
+
+    /// [`Self::finish`] for a page of `count` rows.
+    pub(crate) fn list(self, count: usize) -> RenderedList {
+        let (body, last) = self.finish();
+        RenderedList { body, count, last }
     }
 }
 
