@@ -13,12 +13,14 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use magnum_conf::config::{self, Config};
 
-/// jemalloc, with background threads and a one-second decay of freed pages compiled in
+/// In shipped builds (feature `jemalloc`): jemalloc, with background threads and a one-second
+/// decay of freed pages compiled in
 /// (`JEMALLOC_SYS_WITH_MALLOC_CONF`, .cargo/config.toml): pages go back to the system about
 /// a second after they are freed, also while a process idles between sweeps or requests, so
 /// each process stays under 60 MiB (scripts/bench-scale). mimalloc 3 purges only when it is
 /// called again and its delay cannot be set without `unsafe`; glibc's malloc is a quarter
 /// slower on the lists (scripts/bench-api).
+#[cfg(feature = "jemalloc")]
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
