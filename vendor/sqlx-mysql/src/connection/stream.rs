@@ -199,6 +199,16 @@ impl<S: Socket> MySqlStream<S> {
     async fn skip_result_metadata(&mut self, mut packet: Packet<Bytes>) -> Result<(), Error> {
         let num_columns: u64 = packet.get_uint_lenenc()?; // column count
 
+        // magnum-rs: with MARIADB_CLIENT_CACHE_METADATA a byte says whether the column
+        // definitions (and their EOF) follow; an execute's answer may leave them out.
+        if self
+            .capabilities
+            .contains(Capabilities::MARIADB_CLIENT_CACHE_METADATA)
+            && bytes::Buf::get_u8(&mut *packet) == 0
+        {
+            return Ok(());
+        }
+
         for _ in 0..num_columns {
             let _ = self.recv_packet().await?;
         }
