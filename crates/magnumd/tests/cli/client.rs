@@ -140,8 +140,9 @@ impl Cli {
             .to_owned()
     }
 
-    pub(crate) fn run(&self, cloud: &str, args: &[&str]) -> Output {
-        let mut cmd = Command::new(&self.openstack);
+    /// `program` with only the client's environment (and its clouds.yaml).
+    fn command(&self, program: &str) -> Command {
+        let mut cmd = Command::new(program);
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env(
@@ -150,12 +151,18 @@ impl Cli {
             )
             .env("PYTHONWARNINGS", "ignore")
             // `coe cluster config` prints the export line for the user's shell.
-            .env("SHELL", "/bin/bash")
-            .args(&self.global);
+            .env("SHELL", "/bin/bash");
         if let Some(clouds) = &self.clouds {
-            cmd.env("OS_CLIENT_CONFIG_FILE", clouds)
-                .arg("--os-cloud")
-                .arg(cloud);
+            cmd.env("OS_CLIENT_CONFIG_FILE", clouds);
+        }
+        cmd
+    }
+
+    pub(crate) fn run(&self, cloud: &str, args: &[&str]) -> Output {
+        let mut cmd = self.command(&self.openstack);
+        cmd.args(&self.global);
+        if self.clouds.is_some() {
+            cmd.arg("--os-cloud").arg(cloud);
         }
         cmd.args(args).output().unwrap()
     }
@@ -249,22 +256,14 @@ for line in sys.stdin:
             input.push_str(&serde_json::to_string(&argv).unwrap());
             input.push('\n');
         }
-        let mut cmd = Command::new(python);
-        cmd.env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env(
-                "HOME",
-                std::env::var("HOME").unwrap_or_else(|_| "/tmp".into()),
-            )
-            .env("PYTHONWARNINGS", "ignore")
+        let mut child = self
+            .command(&python)
             .args(["-c", RUNNER])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        if let Some(clouds) = &self.clouds {
-            cmd.env("OS_CLIENT_CONFIG_FILE", clouds);
-        }
-        let mut child = cmd.spawn().unwrap();
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
         let mut stdin = child.stdin.take().unwrap();
         // Written from a thread: the answers fill the pipe while the commands go in.
         let feeder = std::thread::spawn(move || {
