@@ -5,13 +5,34 @@ use std::net::{TcpListener, TcpStream};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-/// A loopback port free at the time of the call.
+/// Where [`free_port`] picks: below Linux's ephemeral range (32768-60999), so neither an
+/// outgoing connection nor another server's bind to port 0 (a test Keystone's, say) can take
+/// the port between its pick and its use, and below the test cloud's 20000-32767.
+const PORTS: std::ops::Range<u16> = 10000..20000;
+
+/// A loopback port free at the time of the call, never handed out before by this process.
+/// (Picked by the kernel from its ephemeral range, a port was once taken by another test's
+/// Keystone in that gap: the test's client got that Keystone's 404 for its magnumd.)
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::hash::{BuildHasher, Hasher};
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let span = u64::from(PORTS.end - PORTS.start);
+    // A random start (std's per-process random hasher keys), then the next free one.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_usize(given.len());
+    let start = h.finish() % span;
+    for i in 0..span {
+        let port = PORTS.start + u16::try_from((start + i) % span).unwrap_or(0);
+        if given.contains(&port) || TcpListener::bind(("127.0.0.1", port)).is_err() {
+            continue;
+        }
+        given.push(port);
+        return port;
+    }
+    panic!("no free port in {PORTS:?}");
 }
 
 /// Panics, naming the port, when another process already listens on a fixed port a test must
