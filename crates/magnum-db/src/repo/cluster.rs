@@ -829,7 +829,6 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
-    use crate::repo::cluster_template::TemplateRow;
     use crate::url::{DbUrl, Engine};
     use crate::{DbSettings, Page};
 
@@ -883,8 +882,9 @@ mod tests {
             };
             let list = || async {
                 db.cluster_templates()
-                    .list_each(&ctx, &Page::default(), &mut |_: &TemplateRow<'_>| {})
+                    .list_rendered(&ctx, &Page::default(), Vec::new(), "", |_, _| {})
                     .await
+                    .map(|l| l.count)
             };
             let brief = || async {
                 db.clusters()
@@ -1047,7 +1047,7 @@ mod tests {
             let mut rows = Vec::new();
             let n = db
                 .cluster_templates()
-                .list_each(&ctx, &Page::default(), &mut |r: &TemplateRow<'_>| {
+                .list_rendered(&ctx, &Page::default(), Vec::new(), "", |r, _| {
                     rows.push((
                         r.id,
                         r.uuid.map(str::to_owned),
@@ -1062,7 +1062,8 @@ mod tests {
                     ))
                 })
                 .await
-                .unwrap();
+                .unwrap()
+                .count;
             assert_eq!(n, 1, "{engine}");
             assert_eq!(
                 rows,

@@ -112,44 +112,15 @@ impl<'r> TemplateRow<'r> {
     }
 }
 
-/// Where [`ClusterTemplateRepo::list_each`] hands its rows, decoded. A closure taking a
-/// [`TemplateRow`] is one.
-pub trait TemplateSink {
-    fn row(&mut self, row: &TemplateRow<'_>);
-}
-
-impl<F: FnMut(&TemplateRow<'_>)> TemplateSink for F {
-    fn row(&mut self, row: &TemplateRow<'_>) {
-        self(row)
-    }
-}
-
-/// How the streamed list takes its rows: first the row's bytes as the server sent them (MariaDB
-/// and MySQL only; rows of the list with equal bytes hold equal values), true when handled from
-/// them (then `row` is not called); else the row decoded. Crate-internal: the bytes stay here.
-trait Rows {
-    fn known(&mut self, _raw: &[u8]) -> bool {
-        false
-    }
-    fn row(&mut self, row: &TemplateRow<'_>);
-}
-
-/// A caller's sink: every row decoded.
-struct Decoded<'s, S: ?Sized>(&'s mut S);
-
-impl<S: TemplateSink + ?Sized> Rows for Decoded<'_, S> {
-    fn row(&mut self, row: &TemplateRow<'_>) {
-        self.0.row(row);
-    }
-}
-
-/// The caller's rendering, each item kept under its row's bytes ([`crate::items`]).
+/// The caller's rendering, each item kept under its row's bytes ([`crate::items`]): a row
+/// whose bytes (MariaDB and MySQL only; rows of the list with equal bytes hold equal values)
+/// match one rendered before is copied, not decoded.
 struct Rendered<'c, F> {
     items: Items<'c>,
     render: F,
 }
 
-impl<F: FnMut(&TemplateRow<'_>, &mut Vec<u8>)> Rows for Rendered<'_, F> {
+impl<F: FnMut(&TemplateRow<'_>, &mut Vec<u8>)> Rendered<'_, F> {
     fn known(&mut self, raw: &[u8]) -> bool {
         self.items.known([0; 16], raw)
     }
@@ -161,15 +132,15 @@ impl<F: FnMut(&TemplateRow<'_>, &mut Vec<u8>)> Rows for Rendered<'_, F> {
 }
 
 /// Stream `page`'s rows to `sink`.
-async fn each_template<DB, S>(
+async fn each_template<DB, F>(
     conn: &mut sqlx::pool::PoolConnection<DB>,
     page: sea_orm::Statement,
-    sink: &mut S,
+    sink: &mut Rendered<'_, F>,
 ) -> std::result::Result<usize, sea_orm::DbErr>
 where
     DB: crate::rows::Engine,
     DB::Row: crate::rows::EngineRow,
-    S: Rows + Send + ?Sized,
+    F: FnMut(&TemplateRow<'_>, &mut Vec<u8>) + Send,
 {
     use crate::rows::EngineRow;
     crate::rows::each_row(conn, page, |r: DB::Row| {
@@ -279,21 +250,6 @@ impl ClusterTemplateRepo<'_> {
         fetch_all(self.db.conn(), q).await
     }
 
-    /// One page, handed to `sink` row by row as the driver reads it, text borrowed from the
-    /// row (no owned model per template). The same statement as [`Self::list`]; returns the
-    /// number of templates.
-    pub async fn list_each<S>(
-        &self,
-        ctx: &RequestContext,
-        page: &Page<ClusterTemplate>,
-        sink: &mut S,
-    ) -> Result<usize>
-    where
-        S: TemplateSink + Send + ?Sized,
-    {
-        self.stream(ctx, page, &mut Decoded(sink)).await
-    }
-
     /// One page rendered after `body` (the list's opening, which every item of a `base`
     /// shares): each template written by `render` as the driver reads it, or copied from the
     /// item `render` wrote before for an equal row (the list's hot path, [`crate::items`]).
@@ -309,28 +265,16 @@ impl ClusterTemplateRepo<'_> {
     where
         F: FnMut(&TemplateRow<'_>, &mut Vec<u8>) + Send,
     {
+        use sea_orm::QueryTrait;
         let mut sink = Rendered {
             items: Items::new(self.db.items(), body, List::Templates, base),
             render,
         };
-        let n = self.stream(ctx, page, &mut sink).await?;
-        Ok(sink.items.list(n))
-    }
-
-    async fn stream<S>(
-        &self,
-        ctx: &RequestContext,
-        page: &Page<ClusterTemplate>,
-        sink: &mut S,
-    ) -> Result<usize>
-    where
-        S: Rows + Send + ?Sized,
-    {
-        use sea_orm::QueryTrait;
         let backend = self.db.backend();
         let q = paginate(backend, Self::scoped(ctx), page)?.build(backend);
-        crate::rows::with_conn!(self.db, |conn| each_template(conn, q, sink).await)
-            .map_err(crate::errors::map_db_err)
+        let n = crate::rows::with_conn!(self.db, |conn| each_template(conn, q, &mut sink).await)
+            .map_err(crate::errors::map_db_err)?;
+        Ok(sink.items.list(n))
     }
 
     pub async fn count(&self, ctx: &RequestContext) -> Result<u64> {
